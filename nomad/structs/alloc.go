@@ -1,0 +1,287 @@
+package structs
+
+import (
+	"maps"
+	"slices"
+)
+
+// Desired status of an alloc: what the servers want.
+const (
+	AllocDesiredStatusRun   = "run"
+	AllocDesiredStatusStop  = "stop"
+	AllocDesiredStatusEvict = "evict"
+)
+
+// Client status of an alloc: what the client reports.
+//
+//	pending ──► running ──► complete
+//	   │           │
+//	   └───────────┴──────► failed | lost (node down)
+const (
+	AllocClientStatusPending  = "pending"
+	AllocClientStatusRunning  = "running"
+	AllocClientStatusComplete = "complete"
+	AllocClientStatusFailed   = "failed"
+	AllocClientStatusLost     = "lost"
+)
+
+// Allocation is one placement of a task group on a node.
+type Allocation struct {
+	ID        string
+	Namespace string
+	EvalID    string
+	Name      string // "<job>.<group>[<index>]"
+	NodeID    string
+	NodeName  string
+	JobID     string
+	Job       *Job
+	TaskGroup string
+
+	// Resources the alloc reserves on its node.
+	Resources *Resources
+
+	DesiredStatus      string
+	DesiredDescription string
+	ClientStatus       string
+	ClientDescription  string
+	TaskStates         map[string]*TaskState
+
+	// TasksExited is set by the client once every task of the alloc has
+	// exited and its CSI node unpublishes are done: the point after which
+	// the servers may release its volume claims.
+	TasksExited bool
+
+	PreviousAllocation string
+	NextAllocation     string
+	RescheduleTracker  *RescheduleTracker
+	FollowupEvalID     string
+
+	CreateIndex      uint64
+	ModifyIndex      uint64
+	AllocModifyIndex uint64
+	CreateTime       int64
+	ModifyTime       int64
+}
+
+// Copy returns a deep copy; Job is shared, as it is immutable once stored.
+func (a *Allocation) Copy() *Allocation {
+	if a == nil {
+		return nil
+	}
+	out := *a
+	if a.Resources != nil {
+		r := *a.Resources
+		out.Resources = &r
+	}
+	if a.TaskStates != nil {
+		out.TaskStates = make(map[string]*TaskState, len(a.TaskStates))
+		for k, ts := range a.TaskStates {
+			out.TaskStates[k] = ts.Copy()
+		}
+	}
+	if a.RescheduleTracker != nil {
+		rt := *a.RescheduleTracker
+		rt.Events = slices.Clone(a.RescheduleTracker.Events)
+		out.RescheduleTracker = &rt
+	}
+	return &out
+}
+
+// TerminalStatus reports whether the alloc is done or told to be.
+func (a *Allocation) TerminalStatus() bool {
+	switch a.DesiredStatus {
+	case AllocDesiredStatusStop, AllocDesiredStatusEvict:
+		return true
+	}
+	return a.ClientTerminalStatus()
+}
+
+// ClientTerminalStatus reports whether the client says the alloc ended.
+func (a *Allocation) ClientTerminalStatus() bool {
+	switch a.ClientStatus {
+	case AllocClientStatusComplete, AllocClientStatusFailed, AllocClientStatusLost:
+		return true
+	}
+	return false
+}
+
+// Index returns N from a name "job.group[N]", or -1.
+func (a *Allocation) Index() int {
+	l := len(a.Name)
+	if l < 3 || a.Name[l-1] != ']' {
+		return -1
+	}
+	i := l - 2
+	for i >= 0 && a.Name[i] >= '0' && a.Name[i] <= '9' {
+		i--
+	}
+	if i < 0 || a.Name[i] != '[' || i == l-2 {
+		return -1
+	}
+	n := 0
+	for _, c := range a.Name[i+1 : l-1] {
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
+// TaskState is one task's state on the client.
+type TaskState struct {
+	State       string // pending, running, dead
+	Failed      bool
+	Restarts    uint64
+	LastRestart int64
+	StartedAt   int64
+	FinishedAt  int64
+	Events      []*TaskEvent
+}
+
+// Task states.
+const (
+	TaskStatePending = "pending"
+	TaskStateRunning = "running"
+	TaskStateDead    = "dead"
+)
+
+// Copy returns a deep copy.
+func (ts *TaskState) Copy() *TaskState {
+	if ts == nil {
+		return nil
+	}
+	out := *ts
+	if ts.Events != nil {
+		out.Events = make([]*TaskEvent, len(ts.Events))
+		for i, e := range ts.Events {
+			ee := *e
+			ee.Details = maps.Clone(e.Details)
+			out.Events[i] = &ee
+		}
+	}
+	return &out
+}
+
+// TaskEvent is one thing that happened to a task.
+type TaskEvent struct {
+	Type           string
+	Time           int64
+	Message        string
+	DisplayMessage string
+	ExitCode       int
+	Signal         int
+	FailsTask      bool
+	Details        map[string]string
+}
+
+// RescheduleTracker remembers an alloc's reschedule history.
+type RescheduleTracker struct {
+	Events []*RescheduleEvent
+}
+
+// RescheduleEvent is one reschedule.
+type RescheduleEvent struct {
+	RescheduleTime int64
+	PrevAllocID    string
+	PrevNodeID     string
+	Delay          int64
+}
+
+// AllocListStub is the list view of an alloc.
+type AllocListStub struct {
+	ID                 string
+	EvalID             string
+	Name               string
+	Namespace          string
+	NodeID             string
+	NodeName           string
+	JobID              string
+	TaskGroup          string
+	DesiredStatus      string
+	DesiredDescription string
+	ClientStatus       string
+	ClientDescription  string
+	TaskStates         map[string]*TaskState
+	FollowupEvalID     string
+	CreateIndex        uint64
+	ModifyIndex        uint64
+	CreateTime         int64
+	ModifyTime         int64
+}
+
+// Stub returns the list view.
+func (a *Allocation) Stub() *AllocListStub {
+	c := a.Copy()
+	return &AllocListStub{
+		ID: a.ID, EvalID: a.EvalID, Name: a.Name, Namespace: a.Namespace,
+		NodeID: a.NodeID, NodeName: a.NodeName, JobID: a.JobID, TaskGroup: a.TaskGroup,
+		DesiredStatus: a.DesiredStatus, DesiredDescription: a.DesiredDescription,
+		ClientStatus: a.ClientStatus, ClientDescription: a.ClientDescription,
+		TaskStates: c.TaskStates, FollowupEvalID: a.FollowupEvalID,
+		CreateIndex: a.CreateIndex, ModifyIndex: a.ModifyIndex,
+		CreateTime: a.CreateTime, ModifyTime: a.ModifyTime,
+	}
+}
+
+// AllocUpdateRequest carries client status updates for allocs, and the
+// evals they cause, in one Raft entry.
+type AllocUpdateRequest struct {
+	Alloc     []*Allocation
+	Evals     []*Evaluation
+	Timestamp int64
+	WriteRequest
+}
+
+// AllocDeleteRequest removes terminal allocs (GC).
+type AllocDeleteRequest struct {
+	AllocIDs []string
+	WriteRequest
+}
+
+// AllocSpecificRequest reads one alloc.
+type AllocSpecificRequest struct {
+	AllocID string
+	QueryOptions
+}
+
+// SingleAllocResponse carries one alloc, or nil.
+type SingleAllocResponse struct {
+	Alloc *Allocation
+	QueryMeta
+}
+
+// AllocListResponse carries list stubs.
+type AllocListResponse struct {
+	Allocations []*AllocListStub
+	QueryMeta
+}
+
+// NodeAllocsResponse carries a node's allocs in full, for the client.
+type NodeAllocsResponse struct {
+	Allocs []*Allocation
+	QueryMeta
+}
+
+// ApplyPlanResultsRequest commits a scheduler plan in one Raft entry: the
+// allocs to place or update, those to stop, the CSI claims reserved with
+// the placements, and the evals the plan creates or updates.
+type ApplyPlanResultsRequest struct {
+	// AllocsUpdated are new or updated allocs (placements, in-place updates).
+	AllocsUpdated []*Allocation
+	// AllocsStopped are allocs to set desired status stop/evict.
+	AllocsStopped []*AllocStopUpdate
+	// CSIClaims are claims reserved with the placements.
+	CSIClaims []*CSIVolumeClaimUpdate
+	// Evals created or updated with the plan (blocked evals, follow-ups).
+	Evals []*Evaluation
+	// EvalID is the eval that produced the plan.
+	EvalID    string
+	Timestamp int64
+	WriteRequest
+}
+
+// AllocStopUpdate stops one alloc.
+type AllocStopUpdate struct {
+	AllocID            string
+	DesiredStatus      string
+	DesiredDescription string
+	ClientStatus       string // set for lost allocs
+}

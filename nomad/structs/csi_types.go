@@ -1,0 +1,259 @@
+package structs
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// CSIVolumeAccessMode is how many nodes may use a volume, and how. Values
+// are the strings Nomad's API and volume specs use.
+type CSIVolumeAccessMode string
+
+const (
+	CSIVolumeAccessModeUnknown                CSIVolumeAccessMode = ""
+	CSIVolumeAccessModeSingleNodeReader       CSIVolumeAccessMode = "single-node-reader-only"
+	CSIVolumeAccessModeSingleNodeWriter       CSIVolumeAccessMode = "single-node-writer"
+	CSIVolumeAccessModeSingleNodeSingleWriter CSIVolumeAccessMode = "single-node-single-writer"
+	CSIVolumeAccessModeSingleNodeMultiWriter  CSIVolumeAccessMode = "single-node-multi-writer"
+	CSIVolumeAccessModeMultiNodeReader        CSIVolumeAccessMode = "multi-node-reader-only"
+	CSIVolumeAccessModeMultiNodeSingleWriter  CSIVolumeAccessMode = "multi-node-single-writer"
+	CSIVolumeAccessModeMultiNodeMultiWriter   CSIVolumeAccessMode = "multi-node-multi-writer"
+)
+
+// Valid reports whether m is a known, non-empty access mode.
+func (m CSIVolumeAccessMode) Valid() bool {
+	switch m {
+	case CSIVolumeAccessModeSingleNodeReader, CSIVolumeAccessModeSingleNodeWriter,
+		CSIVolumeAccessModeSingleNodeSingleWriter, CSIVolumeAccessModeSingleNodeMultiWriter,
+		CSIVolumeAccessModeMultiNodeReader, CSIVolumeAccessModeMultiNodeSingleWriter,
+		CSIVolumeAccessModeMultiNodeMultiWriter:
+		return true
+	}
+	return false
+}
+
+// SingleNode reports whether the mode allows only one node at a time.
+func (m CSIVolumeAccessMode) SingleNode() bool {
+	return strings.HasPrefix(string(m), "single-node")
+}
+
+// ReadOnly reports whether the mode allows only readers.
+func (m CSIVolumeAccessMode) ReadOnly() bool {
+	return m == CSIVolumeAccessModeSingleNodeReader || m == CSIVolumeAccessModeMultiNodeReader
+}
+
+// CSIVolumeAttachmentMode is how the volume appears to the task.
+type CSIVolumeAttachmentMode string
+
+const (
+	CSIVolumeAttachmentModeUnknown     CSIVolumeAttachmentMode = ""
+	CSIVolumeAttachmentModeBlockDevice CSIVolumeAttachmentMode = "block-device"
+	CSIVolumeAttachmentModeFilesystem  CSIVolumeAttachmentMode = "file-system"
+)
+
+// Valid reports whether a is a known, non-empty attachment mode.
+func (a CSIVolumeAttachmentMode) Valid() bool {
+	return a == CSIVolumeAttachmentModeBlockDevice || a == CSIVolumeAttachmentModeFilesystem
+}
+
+// CSIVolumeCapability is one (access, attachment) pair a volume supports.
+type CSIVolumeCapability struct {
+	AccessMode     CSIVolumeAccessMode
+	AttachmentMode CSIVolumeAttachmentMode
+}
+
+// CSIMountOptions are file system options for a mount. MountFlags may hold
+// secrets and are redacted by String.
+type CSIMountOptions struct {
+	FSType     string
+	MountFlags []string
+}
+
+// Copy returns a deep copy.
+func (o *CSIMountOptions) Copy() *CSIMountOptions {
+	if o == nil {
+		return nil
+	}
+	return &CSIMountOptions{FSType: o.FSType, MountFlags: slices.Clone(o.MountFlags)}
+}
+
+// Merge overlays non-empty fields of p onto a copy of o: request options
+// override volume options.
+func (o *CSIMountOptions) Merge(p *CSIMountOptions) *CSIMountOptions {
+	out := o.Copy()
+	if p == nil {
+		return out
+	}
+	if out == nil {
+		out = &CSIMountOptions{}
+	}
+	if p.FSType != "" {
+		out.FSType = p.FSType
+	}
+	if len(p.MountFlags) > 0 {
+		out.MountFlags = slices.Clone(p.MountFlags)
+	}
+	return out
+}
+
+func (o *CSIMountOptions) String() string {
+	if o == nil {
+		return "<none>"
+	}
+	flags := "[]"
+	if len(o.MountFlags) > 0 {
+		flags = "[REDACTED]"
+	}
+	return fmt.Sprintf("fs_type=%q mount_flags=%s", o.FSType, flags)
+}
+
+// CSISecrets are credentials passed to the plugin. They never leave the
+// servers in API responses, and String redacts them.
+type CSISecrets map[string]string
+
+func (s CSISecrets) String() string {
+	keys := slices.Sorted(maps.Keys(s))
+	return fmt.Sprintf("secrets %v: [REDACTED]", keys)
+}
+
+// CSITopology is one set of topology segments, e.g. {"zone": "a"}.
+type CSITopology struct {
+	Segments map[string]string
+}
+
+// Copy returns a deep copy.
+func (t *CSITopology) Copy() *CSITopology {
+	if t == nil {
+		return nil
+	}
+	return &CSITopology{Segments: maps.Clone(t.Segments)}
+}
+
+// Equal compares segments.
+func (t *CSITopology) Equal(o *CSITopology) bool {
+	if t == nil || o == nil {
+		return t == o
+	}
+	return maps.Equal(t.Segments, o.Segments)
+}
+
+// MatchFound reports whether any of ts equals t.
+func (t *CSITopology) MatchFound(ts []*CSITopology) bool {
+	for _, o := range ts {
+		if t.Equal(o) {
+			return true
+		}
+	}
+	return false
+}
+
+// CSITopologyRequest is what a volume spec asks of topology.
+type CSITopologyRequest struct {
+	Required  []*CSITopology
+	Preferred []*CSITopology
+}
+
+// Copy returns a deep copy.
+func (r *CSITopologyRequest) Copy() *CSITopologyRequest {
+	if r == nil {
+		return nil
+	}
+	return &CSITopologyRequest{Required: copyTopologies(r.Required), Preferred: copyTopologies(r.Preferred)}
+}
+
+func copyTopologies(ts []*CSITopology) []*CSITopology {
+	if ts == nil {
+		return nil
+	}
+	out := make([]*CSITopology, len(ts))
+	for i, t := range ts {
+		out[i] = t.Copy()
+	}
+	return out
+}
+
+// CSIPluginType is which CSI services a plugin task serves.
+type CSIPluginType string
+
+const (
+	CSIPluginTypeNode       CSIPluginType = "node"
+	CSIPluginTypeController CSIPluginType = "controller"
+	CSIPluginTypeMonolith   CSIPluginType = "monolith"
+)
+
+// Valid reports whether t is a known plugin type.
+func (t CSIPluginType) Valid() bool {
+	return t == CSIPluginTypeNode || t == CSIPluginTypeController || t == CSIPluginTypeMonolith
+}
+
+// CSIInfo is one plugin instance's fingerprint on one node, as the client
+// reports it in Node.CSIControllerPlugins / Node.CSINodePlugins.
+type CSIInfo struct {
+	PluginID          string
+	AllocID           string
+	Healthy           bool
+	HealthDescription string
+	UpdateTime        int64 // unix ns, stamped by the client
+
+	Provider        string
+	ProviderVersion string
+
+	RequiresControllerPlugin bool
+	RequiresTopologies       bool
+
+	ControllerInfo *CSIControllerInfo
+	NodeInfo       *CSINodeInfo
+}
+
+// Copy returns a deep copy.
+func (c *CSIInfo) Copy() *CSIInfo {
+	if c == nil {
+		return nil
+	}
+	out := *c
+	if c.ControllerInfo != nil {
+		ci := *c.ControllerInfo
+		out.ControllerInfo = &ci
+	}
+	out.NodeInfo = c.NodeInfo.Copy()
+	return &out
+}
+
+// CSINodeInfo is what NodeGetInfo and NodeGetCapabilities said.
+type CSINodeInfo struct {
+	ID                      string // the plugin's external node ID
+	MaxVolumes              int64  // 0 means unlimited
+	AccessibleTopology      *CSITopology
+	RequiresNodeStageVolume bool
+	SupportsStats           bool
+	SupportsExpand          bool
+	SupportsCondition       bool
+}
+
+// Copy returns a deep copy.
+func (n *CSINodeInfo) Copy() *CSINodeInfo {
+	if n == nil {
+		return nil
+	}
+	out := *n
+	out.AccessibleTopology = n.AccessibleTopology.Copy()
+	return &out
+}
+
+// CSIControllerInfo is what ControllerGetCapabilities said.
+type CSIControllerInfo struct {
+	SupportsCreateDelete             bool
+	SupportsAttachDetach             bool
+	SupportsListVolumes              bool
+	SupportsGetCapacity              bool
+	SupportsCreateDeleteSnapshot     bool
+	SupportsListSnapshots            bool
+	SupportsClone                    bool
+	SupportsReadOnlyAttach           bool
+	SupportsExpand                   bool
+	SupportsListVolumesAttachedNodes bool
+	SupportsCondition                bool
+	SupportsGet                      bool
+}

@@ -1,0 +1,420 @@
+package structs
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+)
+
+// CSIVolumeState is where a volume is in its own lifecycle. Volumes made by
+// `volume create` are written to Raft as "creating" before the plugin is
+// called, so a create that times out can be retried or cleaned up instead
+// of leaking a volume in the storage provider.
+type CSIVolumeState string
+
+const (
+	CSIVolumeStateReady    CSIVolumeState = "ready"
+	CSIVolumeStateCreating CSIVolumeState = "creating"
+	CSIVolumeStateDeleting CSIVolumeState = "deleting"
+)
+
+// CSIVolume is a volume the servers know: registered from a spec, or
+// created through a controller plugin.
+type CSIVolume struct {
+	ID         string
+	Name       string
+	ExternalID string // the plugin's ID; ID is used when empty
+	Namespace  string
+	PluginID   string
+
+	// Provider and ProviderVersion are copied from the plugin on register.
+	Provider        string
+	ProviderVersion string
+
+	State CSIVolumeState
+
+	RequestedCapabilities []*CSIVolumeCapability
+
+	// AccessMode and AttachmentMode are those of the live claims; set by
+	// the first claim and cleared when the last claim is freed.
+	AccessMode     CSIVolumeAccessMode
+	AttachmentMode CSIVolumeAttachmentMode
+
+	MountOptions *CSIMountOptions
+	Secrets      CSISecrets
+	Parameters   map[string]string
+	Context      map[string]string
+
+	RequestedCapacityMin int64
+	RequestedCapacityMax int64
+	Capacity             int64
+
+	RequestedTopologies *CSITopologyRequest
+	Topologies          []*CSITopology
+
+	SnapshotID string
+	CloneID    string
+
+	// Claims are the live claims, by alloc ID. A claim leaves this map only
+	// when it is freed; it then goes to PastClaims.
+	Claims map[string]*CSIVolumeClaim
+
+	// PastClaims is the recent history of freed claims, newest last, at most
+	// MaxPastClaims long, so operators can see how a claim ended.
+	PastClaims []*CSIVolumeClaim
+
+	CreateIndex uint64
+	ModifyIndex uint64
+	CreateTime  int64
+	ModifyTime  int64
+}
+
+// MaxPastClaims bounds CSIVolume.PastClaims.
+const MaxPastClaims = 16
+
+// RemoteID is the ID the plugin knows the volume by.
+func (v *CSIVolume) RemoteID() string {
+	if v.ExternalID != "" {
+		return v.ExternalID
+	}
+	return v.ID
+}
+
+// Copy returns a deep copy.
+func (v *CSIVolume) Copy() *CSIVolume {
+	if v == nil {
+		return nil
+	}
+	out := *v
+	out.RequestedCapabilities = make([]*CSIVolumeCapability, len(v.RequestedCapabilities))
+	for i, c := range v.RequestedCapabilities {
+		cc := *c
+		out.RequestedCapabilities[i] = &cc
+	}
+	if v.RequestedCapabilities == nil {
+		out.RequestedCapabilities = nil
+	}
+	out.MountOptions = v.MountOptions.Copy()
+	out.Secrets = maps.Clone(v.Secrets)
+	out.Parameters = maps.Clone(v.Parameters)
+	out.Context = maps.Clone(v.Context)
+	out.RequestedTopologies = v.RequestedTopologies.Copy()
+	out.Topologies = copyTopologies(v.Topologies)
+	if v.Claims != nil {
+		out.Claims = make(map[string]*CSIVolumeClaim, len(v.Claims))
+		for k, c := range v.Claims {
+			out.Claims[k] = c.Copy()
+		}
+	}
+	if v.PastClaims != nil {
+		out.PastClaims = make([]*CSIVolumeClaim, len(v.PastClaims))
+		for i, c := range v.PastClaims {
+			out.PastClaims[i] = c.Copy()
+		}
+	}
+	return &out
+}
+
+// Sanitize returns a copy safe to show outside the servers: no secrets.
+func (v *CSIVolume) Sanitize() *CSIVolume {
+	out := v.Copy()
+	out.Secrets = nil
+	if out.MountOptions != nil && len(out.MountOptions.MountFlags) > 0 {
+		out.MountOptions.MountFlags = []string{"[REDACTED]"}
+	}
+	return out
+}
+
+// Validate returns every problem with a volume spec at once.
+func (v *CSIVolume) Validate() error {
+	var errs []error
+	if v.ID == "" {
+		errs = append(errs, errors.New("missing volume ID"))
+	} else if len(v.ID) > 128 {
+		errs = append(errs, fmt.Errorf("volume ID %q is longer than 128 characters", v.ID[:32]+"..."))
+	}
+	if v.PluginID == "" {
+		errs = append(errs, errors.New("missing plugin ID"))
+	}
+	if v.Namespace == "" {
+		errs = append(errs, errors.New("missing namespace"))
+	}
+	if v.SnapshotID != "" && v.CloneID != "" {
+		errs = append(errs, errors.New("only one of snapshot_id and clone_id may be set"))
+	}
+	if len(v.RequestedCapabilities) == 0 {
+		errs = append(errs, errors.New("must include at least one capability block"))
+	}
+	for i, c := range v.RequestedCapabilities {
+		if !c.AccessMode.Valid() {
+			errs = append(errs, fmt.Errorf("capability %d: unknown access_mode %q", i+1, c.AccessMode))
+		}
+		if !c.AttachmentMode.Valid() {
+			errs = append(errs, fmt.Errorf("capability %d: unknown attachment_mode %q (want %q or %q)",
+				i+1, c.AttachmentMode, CSIVolumeAttachmentModeFilesystem, CSIVolumeAttachmentModeBlockDevice))
+		}
+	}
+	if v.RequestedCapacityMax > 0 && v.RequestedCapacityMin > v.RequestedCapacityMax {
+		errs = append(errs, fmt.Errorf("capacity_min (%d) is greater than capacity_max (%d)",
+			v.RequestedCapacityMin, v.RequestedCapacityMax))
+	}
+	if v.RequestedTopologies != nil {
+		for _, t := range append(slices.Clone(v.RequestedTopologies.Required), v.RequestedTopologies.Preferred...) {
+			if t == nil || len(t.Segments) == 0 {
+				errs = append(errs, errors.New("topology_request: a topology must have at least one segment"))
+				break
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return &Error{Code: CodeInvalid, Msg: fmt.Sprintf("volume %q is invalid: %v", v.ID, err)}
+	}
+	return nil
+}
+
+// HasCapability reports whether the volume supports (access, attachment).
+func (v *CSIVolume) HasCapability(access CSIVolumeAccessMode, attach CSIVolumeAttachmentMode) bool {
+	for _, c := range v.RequestedCapabilities {
+		if c.AccessMode == access && c.AttachmentMode == attach {
+			return true
+		}
+	}
+	return false
+}
+
+// LiveClaims returns the claims that still count against the access mode,
+// sorted by alloc ID for stable output.
+func (v *CSIVolume) LiveClaims() []*CSIVolumeClaim {
+	out := make([]*CSIVolumeClaim, 0, len(v.Claims))
+	for _, id := range slices.Sorted(maps.Keys(v.Claims)) {
+		out = append(out, v.Claims[id])
+	}
+	return out
+}
+
+// ClaimConflict says why a new claim for (alloc on node, mode, access)
+// cannot be granted now, naming the claim that blocks it; nil if it can.
+// Every live claim counts, whatever its step: a claim being released still
+// holds the volume until it is freed (DESIGN.md §4 guarantee 1).
+func (v *CSIVolume) ClaimConflict(allocID, nodeID string, mode CSIVolumeClaimMode, access CSIVolumeAccessMode) *Error {
+	if v.State != "" && v.State != CSIVolumeStateReady {
+		return NewError(CodeNotReady, "volume %q is %s", v.ID, v.State)
+	}
+	if v.AccessMode != "" && access != "" && access != v.AccessMode && len(v.Claims) > 0 {
+		return NewError(CodeNotReady, "volume %q is claimed with access mode %s; cannot also claim it as %s",
+			v.ID, v.AccessMode, access)
+	}
+	if access == "" {
+		access = v.AccessMode
+	}
+	if mode == CSIVolumeClaimWrite && access.ReadOnly() {
+		return NewError(CodeInvalid, "volume %q: access mode %s allows no writers", v.ID, access)
+	}
+	for _, c := range v.LiveClaims() {
+		if c.AllocID == allocID {
+			continue
+		}
+		blocked := false
+		switch access {
+		case CSIVolumeAccessModeSingleNodeWriter, CSIVolumeAccessModeSingleNodeSingleWriter, CSIVolumeAccessModeSingleNodeReader:
+			blocked = true // one claim in total
+		case CSIVolumeAccessModeSingleNodeMultiWriter:
+			blocked = c.NodeID != nodeID
+		case CSIVolumeAccessModeMultiNodeSingleWriter:
+			blocked = mode == CSIVolumeClaimWrite && c.Mode == CSIVolumeClaimWrite
+		}
+		if blocked {
+			return NewError(CodeNotReady, "volume %q: %s already claimed by alloc %s on node %s (%s)",
+				v.ID, access, shortID(c.AllocID), shortID(c.NodeID), c.Step.Describe())
+		}
+	}
+	return nil
+}
+
+func shortID(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}
+
+// CSIVolumeClaimMode is whether a claim reads or writes.
+type CSIVolumeClaimMode string
+
+const (
+	CSIVolumeClaimRead  CSIVolumeClaimMode = "read"
+	CSIVolumeClaimWrite CSIVolumeClaimMode = "write"
+)
+
+// CSIClaimStep is where a claim is in the claim protocol. Every transition
+// is a Raft entry, so a new leader resumes where the old one stopped.
+//
+//	 plan apply             client Claim RPC              client Postrun (all tasks exited)
+//	───────────► Reserved ──────────────────► Taken ──────────────────────────► NodeDetached
+//	                │ (ControllerPublish first                                      │
+//	                │  when the plugin needs it)                   ControllerUnpublish (if needed)
+//	                │                                                               ▼
+//	                └── alloc stopped before it ran ──────────────────────► ControllerDetached ──► freed
+//
+// A claim is freed (moved to PastClaims) only from ControllerDetached, or
+// straight from Reserved when nothing was ever published.
+type CSIClaimStep string
+
+const (
+	CSIClaimReserved           CSIClaimStep = "reserved"
+	CSIClaimTaken              CSIClaimStep = "taken"
+	CSIClaimNodeDetached       CSIClaimStep = "node-detached"
+	CSIClaimControllerDetached CSIClaimStep = "controller-detached"
+	CSIClaimFreed              CSIClaimStep = "freed"
+)
+
+// Describe says in words what the claim is waiting for.
+func (s CSIClaimStep) Describe() string {
+	switch s {
+	case CSIClaimReserved:
+		return "reserved, waiting for the alloc to start"
+	case CSIClaimTaken:
+		return "in use"
+	case CSIClaimNodeDetached:
+		return "releasing: controller unpublish pending"
+	case CSIClaimControllerDetached:
+		return "releasing: about to be freed"
+	case CSIClaimFreed:
+		return "freed"
+	}
+	return string(s)
+}
+
+// CSIVolumeClaim is one alloc's claim on a volume.
+type CSIVolumeClaim struct {
+	AllocID        string
+	JobID          string
+	NodeID         string
+	ExternalNodeID string // the plugin's node ID, captured when the claim was taken
+
+	Mode           CSIVolumeClaimMode
+	AccessMode     CSIVolumeAccessMode
+	AttachmentMode CSIVolumeAttachmentMode
+	ReadOnly       bool
+
+	Step           CSIClaimStep
+	PublishContext map[string]string
+
+	// Release bookkeeping, shown in the API so operators see where a claim
+	// is stuck and why.
+	LastError string
+	Attempts  int
+	NextRetry int64 // unix ns; zero when not waiting
+
+	// ReleaseReason says why the claim was freed when it is not the normal
+	// path: "detach -force", "node disconnect deadline passed", ...
+	ReleaseReason string
+
+	CreateTime  int64
+	ModifyTime  int64
+	CreateIndex uint64
+	ModifyIndex uint64
+}
+
+// Copy returns a deep copy.
+func (c *CSIVolumeClaim) Copy() *CSIVolumeClaim {
+	if c == nil {
+		return nil
+	}
+	out := *c
+	out.PublishContext = maps.Clone(c.PublishContext)
+	return &out
+}
+
+// CSIVolumeListStub is the list view of a volume.
+type CSIVolumeListStub struct {
+	ID             string
+	Namespace      string
+	Name           string
+	ExternalID     string
+	PluginID       string
+	Provider       string
+	State          CSIVolumeState
+	AccessMode     CSIVolumeAccessMode
+	AttachmentMode CSIVolumeAttachmentMode
+	Claims         int
+	Topologies     []*CSITopology
+	CreateIndex    uint64
+	ModifyIndex    uint64
+}
+
+// Stub returns the list view.
+func (v *CSIVolume) Stub() *CSIVolumeListStub {
+	return &CSIVolumeListStub{
+		ID: v.ID, Namespace: v.Namespace, Name: v.Name, ExternalID: v.ExternalID,
+		PluginID: v.PluginID, Provider: v.Provider, State: v.State,
+		AccessMode: v.AccessMode, AttachmentMode: v.AttachmentMode,
+		Claims: len(v.Claims), Topologies: copyTopologies(v.Topologies),
+		CreateIndex: v.CreateIndex, ModifyIndex: v.ModifyIndex,
+	}
+}
+
+// CSIVolumeRegisterRequest registers or updates volumes.
+type CSIVolumeRegisterRequest struct {
+	Volumes []*CSIVolume
+	// Timestamp is stamped by the leader.
+	Timestamp int64
+	WriteRequest
+}
+
+// CSIVolumeRegisterResponse is the reply to register.
+type CSIVolumeRegisterResponse struct {
+	Volumes  []*CSIVolume
+	Warnings string
+	WriteMeta
+}
+
+// CSIVolumeDeregisterRequest removes volumes.
+type CSIVolumeDeregisterRequest struct {
+	VolumeIDs []string
+	Force     bool
+	WriteRequest
+}
+
+// CSIVolumeClaimUpdate is one claim transition inside a Raft entry: set the
+// claim of AllocID on VolumeID to Claim (whose Step says the new step), or
+// free it when Claim.Step is CSIClaimFreed.
+type CSIVolumeClaimUpdate struct {
+	Namespace string
+	VolumeID  string
+	Claim     *CSIVolumeClaim
+}
+
+// CSIVolumeClaimBatchRequest applies several claim transitions in one Raft
+// entry (the volumewatcher batches its checkpoints).
+type CSIVolumeClaimBatchRequest struct {
+	Claims    []*CSIVolumeClaimUpdate
+	Timestamp int64
+	WriteRequest
+}
+
+// CSIVolumeGetRequest reads one volume.
+type CSIVolumeGetRequest struct {
+	ID string
+	QueryOptions
+}
+
+// CSIVolumeGetResponse carries the volume, or nil.
+type CSIVolumeGetResponse struct {
+	Volume *CSIVolume
+	QueryMeta
+}
+
+// CSIVolumeListRequest lists volumes, optionally by plugin or node.
+type CSIVolumeListRequest struct {
+	PluginID string
+	NodeID   string
+	QueryOptions
+}
+
+// CSIVolumeListResponse carries list stubs.
+type CSIVolumeListResponse struct {
+	Volumes []*CSIVolumeListStub
+	QueryMeta
+}

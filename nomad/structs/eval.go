@@ -1,0 +1,137 @@
+package structs
+
+import "maps"
+
+// Eval status values.
+//
+//	pending ──► complete
+//	   │  └───► failed
+//	   └──────► blocked ──► (new pending eval when capacity appears) | canceled
+const (
+	EvalStatusBlocked   = "blocked"
+	EvalStatusPending   = "pending"
+	EvalStatusComplete  = "complete"
+	EvalStatusFailed    = "failed"
+	EvalStatusCancelled = "canceled"
+)
+
+// Eval trigger values.
+const (
+	EvalTriggerJobRegister      = "job-register"
+	EvalTriggerJobDeregister    = "job-deregister"
+	EvalTriggerNodeUpdate       = "node-update"
+	EvalTriggerNodeDrain        = "node-drain"
+	EvalTriggerRetryFailedAlloc = "alloc-failure"
+	EvalTriggerQueuedAllocs     = "queued-allocs"
+	EvalTriggerVolumeChange     = "csi-volume-change"
+	EvalTriggerMaxPlans         = "max-plan-attempts"
+	EvalTriggerReschedule       = "alloc-reschedule"
+)
+
+// Evaluation is a unit of scheduling work: "look at job X again".
+type Evaluation struct {
+	ID                string
+	Namespace         string
+	Priority          int
+	Type              string
+	TriggeredBy       string
+	JobID             string
+	JobModifyIndex    uint64
+	NodeID            string
+	Status            string
+	StatusDescription string
+	WaitUntil         int64
+	NextEval          string
+	PreviousEval      string
+	BlockedEval       string
+	// FailedTGAllocs explains, per group, why placements failed.
+	FailedTGAllocs map[string]*AllocMetric
+	// QueuedAllocations counts placements still waiting, per group.
+	QueuedAllocations map[string]int
+
+	CreateIndex uint64
+	ModifyIndex uint64
+	CreateTime  int64
+	ModifyTime  int64
+}
+
+// Copy returns a deep copy.
+func (e *Evaluation) Copy() *Evaluation {
+	if e == nil {
+		return nil
+	}
+	out := *e
+	if e.FailedTGAllocs != nil {
+		out.FailedTGAllocs = make(map[string]*AllocMetric, len(e.FailedTGAllocs))
+		for k, m := range e.FailedTGAllocs {
+			out.FailedTGAllocs[k] = m.Copy()
+		}
+	}
+	out.QueuedAllocations = maps.Clone(e.QueuedAllocations)
+	return &out
+}
+
+// TerminalStatus reports whether the eval is done.
+func (e *Evaluation) TerminalStatus() bool {
+	switch e.Status {
+	case EvalStatusComplete, EvalStatusFailed, EvalStatusCancelled:
+		return true
+	}
+	return false
+}
+
+// AllocMetric explains a placement decision.
+type AllocMetric struct {
+	NodesEvaluated     int
+	NodesFiltered      int
+	NodesAvailable     map[string]int
+	ClassFiltered      map[string]int
+	ConstraintFiltered map[string]int
+	NodesExhausted     int
+	DimensionExhausted map[string]int
+	CoalescedFailures  int
+}
+
+// Copy returns a deep copy.
+func (m *AllocMetric) Copy() *AllocMetric {
+	if m == nil {
+		return nil
+	}
+	out := *m
+	out.NodesAvailable = maps.Clone(m.NodesAvailable)
+	out.ClassFiltered = maps.Clone(m.ClassFiltered)
+	out.ConstraintFiltered = maps.Clone(m.ConstraintFiltered)
+	out.DimensionExhausted = maps.Clone(m.DimensionExhausted)
+	return &out
+}
+
+// EvalUpdateRequest upserts evals.
+type EvalUpdateRequest struct {
+	Evals     []*Evaluation
+	Timestamp int64
+	WriteRequest
+}
+
+// EvalDeleteRequest removes evals (GC).
+type EvalDeleteRequest struct {
+	EvalIDs []string
+	WriteRequest
+}
+
+// EvalSpecificRequest reads one eval.
+type EvalSpecificRequest struct {
+	EvalID string
+	QueryOptions
+}
+
+// SingleEvalResponse carries one eval, or nil.
+type SingleEvalResponse struct {
+	Eval *Evaluation
+	QueryMeta
+}
+
+// EvalListResponse carries evals.
+type EvalListResponse struct {
+	Evaluations []*Evaluation
+	QueryMeta
+}

@@ -1,0 +1,151 @@
+package structs
+
+import "time"
+
+// QueryOptions ride on every read RPC.
+type QueryOptions struct {
+	Region    string
+	Namespace string
+
+	// MinQueryIndex makes the query block until the watched tables' index
+	// exceeds it, or MaxQueryTime passes.
+	MinQueryIndex uint64
+	MaxQueryTime  time.Duration
+
+	// AllowStale lets a follower answer from its own state.
+	AllowStale bool
+
+	Prefix    string
+	Filter    string // go-bexpr expression over the list stubs
+	PerPage   int32
+	NextToken string
+	Reverse   bool
+
+	AuthToken string
+
+	// Forwarded is set once a server has forwarded the request, so that a
+	// request is forwarded at most once.
+	Forwarded bool
+}
+
+// QueryMeta comes back with every read.
+type QueryMeta struct {
+	Index       uint64
+	LastContact time.Duration
+	KnownLeader bool
+	NextToken   string
+}
+
+// WriteRequest rides on every write RPC.
+type WriteRequest struct {
+	Region           string
+	Namespace        string
+	AuthToken        string
+	IdempotencyToken string
+	// Forwarded is set once a server has forwarded the request.
+	Forwarded bool
+}
+
+// WriteMeta comes back with every write: the Raft index it was applied at.
+type WriteMeta struct {
+	Index uint64
+}
+
+// RequestNamespace returns the namespace, defaulting to "default".
+func (q *QueryOptions) RequestNamespace() string {
+	if q.Namespace == "" {
+		return DefaultNamespace
+	}
+	return q.Namespace
+}
+
+// RequestNamespace returns the namespace, defaulting to "default".
+func (w *WriteRequest) RequestNamespace() string {
+	if w.Namespace == "" {
+		return DefaultNamespace
+	}
+	return w.Namespace
+}
+
+const (
+	// DefaultNamespace is used when a request names none.
+	DefaultNamespace = "default"
+	// AllNamespaces in a list request means every namespace.
+	AllNamespaces = "*"
+
+	// MaxBlockingQueryTime caps ?wait=; DefaultBlockingQueryTime applies
+	// when a query gives an index but no wait.
+	MaxBlockingQueryTime     = 300 * time.Second
+	DefaultBlockingQueryTime = 300 * time.Second
+)
+
+// GenericRequest is a read with no arguments of its own.
+type GenericRequest struct {
+	QueryOptions
+}
+
+// GenericResponse is a write that returns only its index.
+type GenericResponse struct {
+	WriteMeta
+}
+
+// RaftPeer is one voter or non-voter in the Raft configuration.
+type RaftPeer struct {
+	ID       string
+	Address  string
+	Leader   bool
+	Voter    bool
+	NodeName string
+}
+
+// RaftConfigurationResponse is Operator.RaftGetConfiguration's reply.
+type RaftConfigurationResponse struct {
+	Servers []*RaftPeer
+	Index   uint64
+}
+
+// RaftPeerRequest adds or removes a peer.
+type RaftPeerRequest struct {
+	ID      string
+	Address string
+	WriteRequest
+}
+
+// PeersResponse is Status.Peers's reply.
+type PeersResponse struct {
+	Peers []string
+}
+
+// LeaderResponse is Status.Leader's reply.
+type LeaderResponse struct {
+	Leader string
+}
+
+// PingResponse is Status.Ping's reply.
+type PingResponse struct {
+	ServerID string
+	// Addr is the server's advertised RPC (and Raft) address.
+	Addr string
+}
+
+// RPCInfo is what the forwarding half of every endpoint needs to know.
+type RPCInfo interface {
+	// IsRead reports whether the request only reads state.
+	IsRead() bool
+	// AllowStaleRead reports whether a follower may answer.
+	AllowStaleRead() bool
+	// IsForwarded reports whether a server already forwarded the request.
+	IsForwarded() bool
+	// SetForwarded marks the request as forwarded.
+	SetForwarded()
+}
+
+func (q *QueryOptions) IsRead() bool         { return true }
+func (q *QueryOptions) AllowStaleRead() bool { return q.AllowStale }
+func (q *QueryOptions) IsForwarded() bool    { return q.Forwarded }
+func (q *QueryOptions) SetForwarded()        { q.Forwarded = true }
+
+func (w *WriteRequest) IsRead() bool         { return false }
+func (w *WriteRequest) AllowStaleRead() bool { return false }
+func (w *WriteRequest) IsForwarded() bool    { return w.Forwarded }
+func (w *WriteRequest) SetForwarded()        { w.Forwarded = true }
