@@ -1,0 +1,151 @@
+package fake
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/shoenig/test/must"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/testing/protocmp"
+)
+
+func dial(t *testing.T, sock string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	must.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestPlugin_Defaults(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "csi.sock")
+	Start(t, sock)
+	conn := dial(t, sock)
+
+	info, err := csipb.NewIdentityClient(conn).GetPluginInfo(testCtx(t), &csipb.GetPluginInfoRequest{})
+	must.NoError(t, err)
+	must.EqOp(t, "fake.csi.berth.io", info.GetName())
+
+	ni, err := csipb.NewNodeClient(conn).NodeGetInfo(testCtx(t), &csipb.NodeGetInfoRequest{})
+	must.NoError(t, err)
+	must.EqOp(t, "fake-node", ni.GetNodeId())
+
+	vol, err := csipb.NewControllerClient(conn).CreateVolume(testCtx(t), &csipb.CreateVolumeRequest{
+		Name: "db", CapacityRange: &csipb.CapacityRange{RequiredBytes: 5},
+	})
+	must.NoError(t, err)
+	must.EqOp(t, "vol-db", vol.GetVolume().GetVolumeId())
+	must.EqOp(t, int64(5), vol.GetVolume().GetCapacityBytes())
+}
+
+func TestPlugin_ScriptsAndRecords(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "csi.sock")
+	p := Start(t, sock)
+	node := csipb.NewNodeClient(dial(t, sock))
+	req := &csipb.NodePublishVolumeRequest{VolumeId: "vol-1", TargetPath: "/t", Readonly: true}
+
+	p.NextErr("NodePublishVolume", codes.Unavailable, codes.OK, codes.Aborted)
+	var got []codes.Code
+	for range 4 {
+		_, err := node.NodePublishVolume(testCtx(t), req)
+		got = append(got, status.Code(err))
+	}
+	must.Eq(t, []codes.Code{codes.Unavailable, codes.OK, codes.Aborted, codes.OK}, got)
+	must.EqOp(t, 4, p.Calls("NodePublishVolume"))
+	must.EqOp(t, 0, p.Calls("NodeStageVolume"))
+	must.Eq(t, req, p.LastRequest("NodePublishVolume").(*csipb.NodePublishVolumeRequest), must.Cmp(protocmp.Transform()))
+	must.Nil(t, p.LastRequest("NodeStageVolume"))
+
+	t.Run("set response", func(t *testing.T) {
+		p.SetResponse("NodeGetInfo", &csipb.NodeGetInfoResponse{NodeId: "scripted", MaxVolumesPerNode: 3})
+		ni, err := node.NodeGetInfo(testCtx(t), &csipb.NodeGetInfoRequest{})
+		must.NoError(t, err)
+		must.EqOp(t, "scripted", ni.GetNodeId())
+		must.EqOp(t, int64(3), ni.GetMaxVolumesPerNode())
+
+		p.SetResponse("NodeGetInfo", nil)
+		ni, err = node.NodeGetInfo(testCtx(t), &csipb.NodeGetInfoRequest{})
+		must.NoError(t, err)
+		must.EqOp(t, "fake-node", ni.GetNodeId())
+	})
+
+	t.Run("response of the wrong type", func(t *testing.T) {
+		p.SetResponse("NodeStageVolume", &csipb.NodeGetInfoResponse{})
+		_, err := node.NodeStageVolume(testCtx(t), &csipb.NodeStageVolumeRequest{})
+		must.EqOp(t, codes.Internal, status.Code(err))
+	})
+
+	t.Run("unknown method panics", func(t *testing.T) {
+		defer func() { must.NotNil(t, recover()) }()
+		p.NextErr("NodePublish", codes.Unavailable)
+	})
+}
+
+func TestPlugin_Hang(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "csi.sock")
+	p := Start(t, sock)
+	node := csipb.NewNodeClient(dial(t, sock))
+	p.SetHang("NodeUnpublishVolume", true)
+
+	t.Run("until the caller gives up", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		defer cancel()
+		_, err := node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: "v"})
+		must.EqOp(t, codes.DeadlineExceeded, status.Code(err))
+	})
+
+	t.Run("until the plugin stops", func(t *testing.T) {
+		errCh := make(chan error, 1)
+		go func() {
+			_, err := node.NodeUnpublishVolume(t.Context(), &csipb.NodeUnpublishVolumeRequest{VolumeId: "v"})
+			errCh <- err
+		}()
+		must.NoError(t, p.WaitForCalls(testCtx(t), "NodeUnpublishVolume", 2))
+		p.Stop() // must not wait for the hung call's caller
+		select {
+		case err := <-errCh:
+			must.EqOp(t, codes.Unavailable, status.Code(err))
+		case <-time.After(10 * time.Second):
+			t.Fatal("hung call not released by Stop")
+		}
+	})
+}
+
+func TestPlugin_Restart(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "csi.sock")
+	p := Start(t, sock)
+	must.Error(t, p.Listen(sock))
+
+	p.Stop()
+	p.Stop() // idempotent
+	_, err := os.Stat(sock)
+	must.True(t, os.IsNotExist(err))
+
+	// A stale socket file does not stop a new plugin.
+	must.NoError(t, os.WriteFile(sock, nil, 0o600))
+	must.NoError(t, p.Listen(sock))
+	_, err = csipb.NewIdentityClient(dial(t, sock)).Probe(testCtx(t), &csipb.ProbeRequest{})
+	must.NoError(t, err)
+	must.EqOp(t, 1, p.Calls("Probe"))
+}
+
+func TestPlugin_WaitForCalls(t *testing.T) {
+	p := New()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	must.ErrorIs(t, p.WaitForCalls(ctx, "Probe", 1), context.Canceled)
+	must.NoError(t, p.WaitForCalls(t.Context(), "Probe", 0))
+}
