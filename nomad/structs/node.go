@@ -214,6 +214,15 @@ type NodeUpdateStatusRequest struct {
 	WriteRequest
 }
 
+// NodeBatchUpdateStatusRequest applies several node status changes (e.g.
+// heartbeat TTLs expiring together) in one Raft entry, with their evals.
+type NodeBatchUpdateStatusRequest struct {
+	Updates   []*NodeUpdateStatusRequest
+	Evals     []*Evaluation
+	Timestamp int64
+	WriteRequest
+}
+
 // NodeUpdateDrainRequest sets or clears a node's drain.
 type NodeUpdateDrainRequest struct {
 	NodeID        string

@@ -1,0 +1,203 @@
+package nomad_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/shoenig/test/must"
+
+	"github.com/berth-io/berth/nomad"
+	"github.com/berth-io/berth/nomad/structs"
+	"github.com/berth-io/berth/testutil"
+	"github.com/berth-io/berth/testutil/cluster"
+)
+
+func testNode(i int) *structs.Node {
+	return &structs.Node{
+		ID:         fmt.Sprintf("00000000-0000-4000-8000-%012d", i),
+		SecretID:   fmt.Sprintf("secret-%d", i),
+		Name:       fmt.Sprintf("node-%d", i),
+		Datacenter: "dc1",
+		Attributes: map[string]string{"kernel.name": "linux"},
+	}
+}
+
+func registerNode(t *testing.T, s *cluster.Server, i int) uint64 {
+	t.Helper()
+	var reply structs.NodeUpdateResponse
+	err := s.RPC("Node.Register", &structs.NodeRegisterRequest{Node: testNode(i)}, &reply)
+	must.NoError(t, err)
+	must.Positive(t, reply.Index)
+	return reply.Index
+}
+
+// waitForNode waits until every server's state has node i.
+func waitForNode(t *testing.T, i int, servers ...*cluster.Server) {
+	t.Helper()
+	id := testNode(i).ID
+	testutil.WaitForResult(t, func() (bool, error) {
+		for _, s := range servers {
+			n, err := s.State().NodeByID(nil, id)
+			if err != nil {
+				return false, err
+			}
+			if n == nil {
+				return false, fmt.Errorf("server %s does not have node %d yet", s.Config.NodeName, i)
+			}
+		}
+		return true, nil
+	})
+}
+
+func followers(servers []*cluster.Server, leader *cluster.Server) []*cluster.Server {
+	var out []*cluster.Server
+	for _, s := range servers {
+		if s != leader {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func TestCluster_ElectsOneLeader(t *testing.T) {
+	servers := cluster.NewCluster(t, 3, nil)
+	leader := cluster.WaitForLeader(t, servers...)
+	count := 0
+	for _, s := range servers {
+		if s.IsLeader() {
+			count++
+		}
+	}
+	must.Eq(t, 1, count)
+
+	var peers structs.PeersResponse
+	must.NoError(t, servers[0].RPC("Status.Peers", &structs.GenericRequest{}, &peers))
+	must.SliceLen(t, 3, peers.Peers)
+	must.SliceContains(t, peers.Peers, leader.Addr)
+}
+
+func TestCluster_FollowerForwardsWrites(t *testing.T) {
+	servers := cluster.NewCluster(t, 3, nil)
+	leader := cluster.WaitForLeader(t, servers...)
+	f := followers(servers, leader)[0]
+
+	registerNode(t, f, 1)
+	waitForNode(t, 1, servers...)
+
+	// A non-stale read on a follower is forwarded and sees the write.
+	var resp structs.SingleNodeResponse
+	must.NoError(t, f.RPC("Node.GetNode", &structs.NodeSpecificRequest{NodeID: testNode(1).ID}, &resp))
+	must.NotNil(t, resp.Node)
+	must.Eq(t, "node-1", resp.Node.Name)
+	must.Eq(t, "", resp.Node.SecretID) // secrets never leave the servers
+	must.True(t, resp.KnownLeader)
+}
+
+func TestCluster_LeaderFailoverKeepsCommittedWrites(t *testing.T) {
+	servers := cluster.NewCluster(t, 3, nil)
+	leader := cluster.WaitForLeader(t, servers...)
+	for i := range 5 {
+		registerNode(t, leader, i)
+	}
+	leader.Shutdown()
+	rest := followers(servers, leader)
+	newLeader := cluster.WaitForLeader(t, rest...)
+	must.NotEq(t, leader.Addr, newLeader.Addr)
+
+	for i := range 5 {
+		waitForNode(t, i, rest...)
+	}
+	// The new leader takes writes, through either server.
+	registerNode(t, followers(rest, newLeader)[0], 99)
+	waitForNode(t, 99, rest...)
+}
+
+func TestServer_RestartFromDataDirRecoversState(t *testing.T) {
+	dir := t.TempDir()
+	s := cluster.NewServer(t, func(c *nomad.Config) {
+		c.DevMode = false
+		c.DataDir = dir
+	})
+	id := s.ID()
+	for i := range 10 {
+		registerNode(t, s, i)
+	}
+	s = cluster.Restart(t, s)
+	must.Eq(t, id, s.ID()) // the server ID persists in data_dir
+	cluster.WaitForLeader(t, s)
+	waitForNode(t, 9, s)
+	for i := range 10 {
+		n, err := s.State().NodeByID(nil, testNode(i).ID)
+		must.NoError(t, err)
+		must.NotNil(t, n, must.Sprintf("node %d lost across restart", i))
+	}
+	registerNode(t, s, 10)
+}
+
+func TestCluster_RestartAllServersFromDisk(t *testing.T) {
+	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	servers := cluster.NewCluster(t, 3, func(i int, c *nomad.Config) {
+		c.DevMode = false
+		c.DataDir = dirs[i]
+	})
+	leader := cluster.WaitForLeader(t, servers...)
+	registerNode(t, leader, 1)
+	waitForNode(t, 1, servers...)
+
+	for _, s := range servers {
+		s.Shutdown()
+	}
+	for i, s := range servers {
+		servers[i] = cluster.Restart(t, s)
+	}
+	cluster.WaitForLeader(t, servers...)
+	waitForNode(t, 1, servers...)
+}
+
+func TestRPC_ErrorsKeepTheirCodeAcrossTheWire(t *testing.T) {
+	s := cluster.NewServer(t, nil)
+	pool := nomad.NewConnPool(0)
+	t.Cleanup(pool.Close)
+
+	err := pool.RPC(context.Background(), s.Addr, "Operator.RaftRemovePeer",
+		&structs.RaftPeerRequest{ID: "no-such-peer"}, &structs.GenericResponse{})
+	must.Error(t, err)
+	must.True(t, errors.Is(err, structs.ErrNotFound), must.Sprintf("got %T %v", err, err))
+	must.StrContains(t, err.Error(), "no-such-peer")
+
+	err = pool.RPC(context.Background(), s.Addr, "Node.Register",
+		&structs.NodeRegisterRequest{Node: &structs.Node{ID: "x"}}, &structs.NodeUpdateResponse{})
+	must.True(t, errors.Is(err, structs.ErrInvalid), must.Sprintf("got %T %v", err, err))
+	must.StrContains(t, err.Error(), "missing datacenter")
+
+	// In-process calls see the same codes.
+	err = s.RPC("Node.Register", &structs.NodeRegisterRequest{}, &structs.NodeUpdateResponse{})
+	must.True(t, errors.Is(err, structs.ErrInvalid))
+}
+
+func TestOperator_AddAndRemovePeer(t *testing.T) {
+	s1 := cluster.NewServer(t, nil)
+	// A second server that does not bootstrap, joined by add-peer.
+	c2 := cluster.TestConfig(t, "server-1")
+	c2.BootstrapExpect = 0
+	s2, err := nomad.NewServer(c2)
+	must.NoError(t, err)
+	t.Cleanup(func() { s2.Shutdown() })
+
+	must.NoError(t, s1.RPC("Operator.RaftAddPeer", &structs.RaftPeerRequest{Address: s2.RPCAddr()}, &structs.GenericResponse{}))
+	registerNode(t, s1, 7)
+	testutil.WaitForResult(t, func() (bool, error) {
+		n, err := s2.State().NodeByID(nil, testNode(7).ID)
+		return n != nil, err
+	})
+
+	var cfg structs.RaftConfigurationResponse
+	must.NoError(t, s1.RPC("Operator.RaftGetConfiguration", &structs.GenericRequest{}, &cfg))
+	must.SliceLen(t, 2, cfg.Servers)
+
+	must.NoError(t, s1.RPC("Operator.RaftRemovePeer", &structs.RaftPeerRequest{ID: s2.ID()}, &structs.GenericResponse{}))
+	must.NoError(t, s1.RPC("Operator.RaftGetConfiguration", &structs.GenericRequest{}, &cfg))
+	must.SliceLen(t, 1, cfg.Servers)
+}

@@ -1,0 +1,83 @@
+package nomad
+
+import (
+	"io"
+	"net"
+	"os"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+// Config configures a Server. DefaultConfig gives production values; tests
+// shorten the Raft timings (see testutil/cluster).
+type Config struct {
+	// NodeName names the server in logs and peer lists.
+	NodeName string
+	// NodeID is the server's Raft ID. Empty means: read it from
+	// DataDir/server/node-id, or make one and write it there, so a server
+	// keeps its identity across restarts.
+	NodeID string
+	// Datacenter and Region are reported to clients; one region for now.
+	Datacenter string
+	Region     string
+
+	// DataDir holds Raft's log, stable store and snapshots. Required unless
+	// DevMode is set.
+	DataDir string
+	// DevMode keeps Raft in memory: for `agent -dev` and unit tests only.
+	DevMode bool
+
+	// RPCAddr is the TCP address to listen on for RPC and Raft (one port,
+	// demultiplexed by the first byte). Port 0 picks a free port.
+	RPCAddr *net.TCPAddr
+	// RPCListener, when set, is used instead of listening on RPCAddr. Tests
+	// use it to know every server's address before any starts.
+	RPCListener net.Listener
+	// RPCAdvertise is the address other servers and clients use to reach
+	// this one; defaults to the listener's address.
+	RPCAdvertise *net.TCPAddr
+
+	// BootstrapExpect is how many servers must know each other before the
+	// cluster bootstraps once. 1 bootstraps a single server immediately.
+	// 0 never bootstraps (join an existing cluster by add-peer).
+	BootstrapExpect int
+	// ServerJoin lists peers' RPC addresses to dial until BootstrapExpect
+	// servers are known.
+	ServerJoin []string
+	// ServerJoinInterval is how often unreachable peers are dialled again.
+	ServerJoinInterval time.Duration
+
+	// RaftConfig is passed to hashicorp/raft; LocalID is set from NodeID.
+	RaftConfig *raft.Config
+	// RaftTimeout bounds one Raft apply.
+	RaftTimeout time.Duration
+
+	// RPCHoldTimeout is how long a request waits for a leader to appear
+	// before failing with "no cluster leader".
+	RPCHoldTimeout time.Duration
+
+	Logger    hclog.Logger
+	LogOutput io.Writer
+}
+
+// DefaultConfig returns production defaults.
+func DefaultConfig() *Config {
+	host, _ := os.Hostname()
+	rc := raft.DefaultConfig()
+	rc.ShutdownOnRemove = false
+	return &Config{
+		NodeName:           host,
+		Datacenter:         "dc1",
+		Region:             "global",
+		RPCAddr:            &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 4647},
+		BootstrapExpect:    0,
+		ServerJoinInterval: 2 * time.Second,
+		RaftConfig:         rc,
+		RaftTimeout:        10 * time.Second,
+		RPCHoldTimeout:     5 * time.Second,
+		Logger:             hclog.NewNullLogger(),
+		LogOutput:          io.Discard,
+	}
+}

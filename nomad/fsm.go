@@ -1,0 +1,458 @@
+package nomad
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"sync/atomic"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-memdb"
+	"github.com/hashicorp/go-msgpack/v2/codec"
+	"github.com/hashicorp/raft"
+
+	"github.com/berth-io/berth/nomad/state"
+	"github.com/berth-io/berth/nomad/structs"
+)
+
+// FSM applies committed Raft entries to the state store. Each entry is one
+// type byte (structs.MessageType) and a msgpack request; each apply
+// function decodes it, makes one state store write at the entry's index,
+// and returns that write's error (nil on success) as the entry's response.
+// Apply is deterministic: every time and ID it writes comes in the
+// request, stamped by the leader.
+//
+// Raft calls Apply, Snapshot and Restore from one goroutine;
+// FSMSnapshot.Persist runs concurrently with Apply on a point-in-time view.
+type FSM struct {
+	logger hclog.Logger
+
+	// state is the current store; Restore swaps in a new one, so readers
+	// always go through State.
+	state atomic.Pointer[state.StateStore]
+}
+
+var _ raft.FSM = (*FSM)(nil)
+
+// NewFSM returns an FSM over an empty state store.
+func NewFSM(logger hclog.Logger) (*FSM, error) {
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	logger = logger.Named("fsm")
+	store, err := state.NewStateStore(logger)
+	if err != nil {
+		return nil, fmt.Errorf("creating fsm: %w", err)
+	}
+	f := &FSM{logger: logger}
+	f.state.Store(store)
+	return f, nil
+}
+
+// State returns the current state store. After a snapshot restore it is
+// a new store; the old one's AbandonCh is closed.
+func (f *FSM) State() *state.StateStore { return f.state.Load() }
+
+// Apply applies one committed entry. An entry of a type this server does
+// not know is skipped when the type carries structs.IgnoreUnknownTypeFlag
+// and panics otherwise: applying the rest of the log without it would
+// silently diverge from the servers that know it.
+func (f *FSM) Apply(log *raft.Log) any {
+	if len(log.Data) == 0 {
+		return fmt.Errorf("applying raft entry %d: empty entry", log.Index)
+	}
+	msgType := structs.MessageType(log.Data[0])
+	buf, index := log.Data[1:], log.Index
+	// The flag says what to do if the type is unknown; a known type is
+	// applied whether or not it carries the flag.
+	ignoreUnknown := msgType&structs.IgnoreUnknownTypeFlag != 0
+	msgType &^= structs.IgnoreUnknownTypeFlag
+
+	var err error
+	switch msgType {
+	case structs.NodeRegisterRequestType:
+		err = f.applyNodeRegister(buf, index)
+	case structs.NodeDeregisterRequestType:
+		err = f.applyNodeDeregister(buf, index)
+	case structs.NodeUpdateStatusRequestType:
+		err = f.applyNodeUpdateStatus(buf, index)
+	case structs.NodeUpdateDrainRequestType:
+		err = f.applyNodeUpdateDrain(buf, index)
+	case structs.NodeUpdateEligibilityRequestType:
+		err = f.applyNodeUpdateEligibility(buf, index)
+	case structs.NodeBatchUpdateStatusRequestType:
+		err = f.applyNodeBatchUpdateStatus(buf, index)
+	case structs.JobRegisterRequestType:
+		err = f.applyJobRegister(buf, index)
+	case structs.JobDeregisterRequestType:
+		err = f.applyJobDeregister(buf, index)
+	case structs.EvalUpdateRequestType:
+		err = f.applyEvalUpdate(buf, index)
+	case structs.EvalDeleteRequestType:
+		err = f.applyEvalDelete(buf, index)
+	case structs.AllocClientUpdateRequestType:
+		err = f.applyAllocClientUpdate(buf, index)
+	case structs.ApplyPlanResultsRequestType:
+		err = f.applyPlanResults(buf, index)
+	case structs.AllocDeleteRequestType:
+		err = f.applyAllocDelete(buf, index)
+	case structs.CSIVolumeRegisterRequestType:
+		err = f.applyCSIVolumeRegister(buf, index)
+	case structs.CSIVolumeDeregisterRequestType:
+		err = f.applyCSIVolumeDeregister(buf, index)
+	case structs.CSIVolumeClaimRequestType:
+		err = f.applyCSIVolumeClaim(buf, index)
+	case structs.CSIPluginDeleteRequestType:
+		err = f.applyCSIPluginDelete(buf, index)
+	default:
+		if ignoreUnknown {
+			f.logger.Warn("ignoring unknown raft message type", "type", uint8(msgType), "index", index)
+			return nil
+		}
+		panic(fmt.Errorf("fsm: cannot apply raft entry %d: unknown message type %d "+
+			"(written by a newer server? upgrade this one)", index, uint8(msgType)))
+	}
+	if err != nil {
+		if structs.CodeOf(err) == structs.CodeInternal {
+			f.logger.Error("applying raft entry failed", "type", uint8(msgType), "index", index, "error", err)
+		} else {
+			f.logger.Debug("raft entry refused", "type", uint8(msgType), "index", index, "error", err)
+		}
+		return err
+	}
+	return nil
+}
+
+// decodeRequest decodes an entry's body, naming the message type on error.
+func decodeRequest(buf []byte, out any) error {
+	if err := structs.Decode(buf, out); err != nil {
+		return fmt.Errorf("decoding %T: %w", out, err)
+	}
+	return nil
+}
+
+func (f *FSM) applyNodeRegister(buf []byte, index uint64) error {
+	var req structs.NodeRegisterRequest
+	if err := decodeRequest(buf, &req); err != nil {
+		return err
+	}
+	return f.State().UpsertNode(index, req.Node)
+}
+
+func (f *FSM) applyNodeDeregister(buf []byte, index uint64) error {
+	var req structs.NodeDeregisterRequest
+	if err := decodeRequest(buf, &req); err != nil {
+		return err
+	}
+	return f.State().DeleteNode(index, req.NodeIDs)
+}
+
+func (f *FSM) applyNodeUpdateStatus(buf []byte, index uint64) error {
+	var req structs.NodeUpdateStatusRequest
+	if err := decodeRequest(buf, &req); err != nil {
+		return err
+	}
+	return f.State().UpdateNodeStatus(index, req.NodeID, req.Status, req.Description, req.Timestamp, req.Evals...)
+}
+
+func (f *FSM) applyNodeUpdateDrain(buf []byte, index uint64) error {
+	var req structs.NodeUpdateDrainRequest
+	if err := decodeRequest(buf, &req); err != nil {
+		return err
+	}
+	return f.State().UpdateNodeDrain(index, req.NodeID, req.DrainStrategy, req.MarkEligible, req.Timestamp, req.Evals...)
+}
+
+func (f *FSM) applyNodeUpdateEligibility(buf []byte, index uint64) error {
+	var req structs.NodeUpdateEligibilityRequest
+	if err := decodeRequest(buf, &req); err != nil {
+		return err
+	}
+	return f.State().UpdateNodeEligibility(index, req.NodeID, req.Eligibility, req.Timestamp, req.Evals...)
+}
+
+func (f *FSM) applyNodeBatchUpdateStatus(buf []byte, index uint64) error {
+	var req structs.NodeBatchUpdateStatusRequest
+	if err := decodeRequest(buf, &req); err != nil {
+		return err
+	}
+	return f.State().BatchUpdateNodeStatus(index, req.Updates, req.Evals...)
+}
+
+func (f *FSM) applyJobRegister(buf []byte, index uint64) error {
+	var req structs.JobRegisterRequest
+	if err := decodeRequest(buf, &req); err != nil {
+		return err
+	}
+	return f.State().UpsertJob(index, req.Job, evalList(req.Eval)...)
+}
+
+func (f *FSM) applyJobDeregister(buf []byte, index uint64) error {
+	var req structs.JobDeregisterRequest
+	if err := decodeRequest(buf, &req); err != nil {
+		return err
+	}
+	ns := req.RequestNamespace()
+	if req.Purge {
+		return f.State().DeleteJob(index, ns, req.JobID, evalList(req.Eval)...)
+	}
+	return f.State().StopJob(index, ns, req.JobID, evalList(req.Eval)...)
+}
+
+func evalList(e *structs.Evaluation) []*structs.Evaluation {
+	if e == nil {
+		return nil
+	}
+	return []*structs.Evaluation{e}
+}
+
+func (f *FSM) applyEvalUpdate(buf []byte, index uint64) error {
+	var req structs.EvalUpdateRequest
+	if err := decodeRequest(buf, &req); err != nil {
+		return err
+	}
+	return f.State().UpsertEvals(index, req.Evals)
+}
+
+func (f *FSM) applyEvalDelete(buf []byte, index uint64) error {
+	var req structs.EvalDeleteRequest
+	if err := decodeRequest(buf, &req); err != nil {
+		return err
+	}
+	return f.State().DeleteEvals(index, req.EvalIDs)
+}
+
+func (f *FSM) applyAllocClientUpdate(buf []byte, index uint64) error {
+	var req structs.AllocUpdateRequest
+	if err := decodeRequest(buf, &req); err != nil {
+		return err
+	}
+	return f.State().UpdateAllocsFromClient(index, req.Alloc, req.Evals...)
+}
+
+func (f *FSM) applyPlanResults(buf []byte, index uint64) error {
+	var req structs.ApplyPlanResultsRequest
+	if err := decodeRequest(buf, &req); err != nil {
+		return err
+	}
+	return f.State().UpsertPlanResults(index, &req)
+}
+
+func (f *FSM) applyAllocDelete(buf []byte, index uint64) error {
+	var req structs.AllocDeleteRequest
+	if err := decodeRequest(buf, &req); err != nil {
+		return err
+	}
+	return f.State().DeleteAllocs(index, req.AllocIDs)
+}
+
+func (f *FSM) applyCSIVolumeRegister(buf []byte, index uint64) error {
+	var req structs.CSIVolumeRegisterRequest
+	if err := decodeRequest(buf, &req); err != nil {
+		return err
+	}
+	return f.State().UpsertCSIVolumes(index, req.Volumes)
+}
+
+func (f *FSM) applyCSIVolumeDeregister(buf []byte, index uint64) error {
+	var req structs.CSIVolumeDeregisterRequest
+	if err := decodeRequest(buf, &req); err != nil {
+		return err
+	}
+	return f.State().DeleteCSIVolumes(index, req.RequestNamespace(), req.VolumeIDs, req.Force)
+}
+
+func (f *FSM) applyCSIVolumeClaim(buf []byte, index uint64) error {
+	var req structs.CSIVolumeClaimBatchRequest
+	if err := decodeRequest(buf, &req); err != nil {
+		return err
+	}
+	return f.State().UpdateCSIVolumeClaims(index, req.Claims, req.Timestamp)
+}
+
+func (f *FSM) applyCSIPluginDelete(buf []byte, index uint64) error {
+	var req structs.CSIPluginDeleteRequest
+	if err := decodeRequest(buf, &req); err != nil {
+		return err
+	}
+	return f.State().DeleteCSIPlugin(index, req.ID)
+}
+
+// Snapshot format. A snapshot is a msgpack stream: an fsmSnapshotHeader,
+// then records of (record type, object), then the end record. Record
+// types are msgpack positive fixints, so each record is literally one type
+// byte followed by the msgpack object. Values are persisted: never
+// renumber, only append.
+type fsmSnapshotRecord uint8
+
+const (
+	fsmSnapEnd       fsmSnapshotRecord = 0
+	fsmSnapIndex     fsmSnapshotRecord = 1
+	fsmSnapNode      fsmSnapshotRecord = 2
+	fsmSnapJob       fsmSnapshotRecord = 3
+	fsmSnapAlloc     fsmSnapshotRecord = 4
+	fsmSnapEval      fsmSnapshotRecord = 5
+	fsmSnapCSIVolume fsmSnapshotRecord = 6
+	fsmSnapCSIPlugin fsmSnapshotRecord = 7
+)
+
+// fsmSnapshotVersion is the snapshot format this server writes and reads.
+const fsmSnapshotVersion = 1
+
+type fsmSnapshotHeader struct {
+	Version int
+	// LastIndex is the store's latest index when the snapshot was taken,
+	// for operators reading a snapshot; Raft keeps its own.
+	LastIndex uint64
+}
+
+// fsmSnapshot is a point-in-time view of the store being persisted.
+type fsmSnapshot struct {
+	snap *state.StateSnapshot
+}
+
+// Snapshot captures the current state; Persist writes it out later,
+// concurrently with Apply.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	snap, err := f.State().Snapshot()
+	if err != nil {
+		return nil, fmt.Errorf("fsm snapshot: %w", err)
+	}
+	return &fsmSnapshot{snap: snap}, nil
+}
+
+// Persist streams every table to sink.
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if err := s.persist(sink); err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("persisting fsm snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (s *fsmSnapshot) persist(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	enc := codec.NewEncoder(bw, structs.MsgpackHandle())
+	last, err := s.snap.LatestIndex()
+	if err != nil {
+		return err
+	}
+	if err := enc.Encode(&fsmSnapshotHeader{Version: fsmSnapshotVersion, LastIndex: last}); err != nil {
+		return fmt.Errorf("writing header: %w", err)
+	}
+	tables := []struct {
+		record fsmSnapshotRecord
+		name   string
+		iter   func() (memdb.ResultIterator, error)
+	}{
+		{fsmSnapIndex, state.TableIndex, s.snap.Indexes},
+		{fsmSnapNode, state.TableNodes, func() (memdb.ResultIterator, error) { return s.snap.Nodes(nil) }},
+		{fsmSnapJob, state.TableJobs, func() (memdb.ResultIterator, error) { return s.snap.Jobs(nil, structs.AllNamespaces) }},
+		{fsmSnapAlloc, state.TableAllocs, func() (memdb.ResultIterator, error) { return s.snap.Allocs(nil) }},
+		{fsmSnapEval, state.TableEvals, func() (memdb.ResultIterator, error) { return s.snap.Evals(nil, structs.AllNamespaces) }},
+		{fsmSnapCSIVolume, state.TableCSIVolumes, func() (memdb.ResultIterator, error) {
+			return s.snap.CSIVolumes(nil, structs.AllNamespaces)
+		}},
+		{fsmSnapCSIPlugin, state.TableCSIPlugins, func() (memdb.ResultIterator, error) { return s.snap.CSIPlugins(nil) }},
+	}
+	for _, t := range tables {
+		iter, err := t.iter()
+		if err != nil {
+			return err
+		}
+		for raw := iter.Next(); raw != nil; raw = iter.Next() {
+			if err := enc.Encode(t.record); err != nil {
+				return fmt.Errorf("writing %s: %w", t.name, err)
+			}
+			if err := enc.Encode(raw); err != nil {
+				return fmt.Errorf("writing %s: %w", t.name, err)
+			}
+		}
+	}
+	if err := enc.Encode(fsmSnapEnd); err != nil {
+		return fmt.Errorf("writing end of snapshot: %w", err)
+	}
+	return bw.Flush()
+}
+
+// Release is a no-op: the view needs no cleanup.
+func (s *fsmSnapshot) Release() {}
+
+// Restore replaces the state with a snapshot's: it reads every record into
+// a new store, commits, swaps the new store in, and abandons the old one
+// so blocking queries on it wake up and re-read.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	store, err := state.NewStateStore(f.logger)
+	if err != nil {
+		return fmt.Errorf("restoring fsm snapshot: %w", err)
+	}
+	restore, err := store.Restore()
+	if err != nil {
+		return fmt.Errorf("restoring fsm snapshot: %w", err)
+	}
+	defer restore.Abort()
+	if err := readFSMSnapshot(bufio.NewReader(rc), restore); err != nil {
+		return fmt.Errorf("restoring fsm snapshot: %w", err)
+	}
+	if err := restore.Commit(); err != nil {
+		return fmt.Errorf("restoring fsm snapshot: %w", err)
+	}
+	old := f.state.Swap(store)
+	old.Abandon()
+	return nil
+}
+
+func readFSMSnapshot(r io.Reader, restore *state.StateRestore) error {
+	dec := codec.NewDecoder(r, structs.MsgpackHandle())
+	var header fsmSnapshotHeader
+	if err := dec.Decode(&header); err != nil {
+		return fmt.Errorf("reading header: %w", err)
+	}
+	if header.Version != fsmSnapshotVersion {
+		return fmt.Errorf("snapshot format version %d is not supported (want %d)", header.Version, fsmSnapshotVersion)
+	}
+	for {
+		var record fsmSnapshotRecord
+		if err := dec.Decode(&record); err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				return errors.New("snapshot is truncated: no end record")
+			}
+			return fmt.Errorf("reading record type: %w", err)
+		}
+		var err error
+		switch record {
+		case fsmSnapEnd:
+			return nil
+		case fsmSnapIndex:
+			err = decodeRecord(dec, restore.IndexRestore)
+		case fsmSnapNode:
+			err = decodeRecord(dec, restore.NodeRestore)
+		case fsmSnapJob:
+			err = decodeRecord(dec, restore.JobRestore)
+		case fsmSnapAlloc:
+			err = decodeRecord(dec, restore.AllocRestore)
+		case fsmSnapEval:
+			err = decodeRecord(dec, restore.EvalRestore)
+		case fsmSnapCSIVolume:
+			err = decodeRecord(dec, restore.CSIVolumeRestore)
+		case fsmSnapCSIPlugin:
+			err = decodeRecord(dec, restore.CSIPluginRestore)
+		default:
+			return fmt.Errorf("unknown snapshot record type %d (written by a newer server?)", record)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// decodeRecord decodes one object of type T and hands it to restore.
+func decodeRecord[T any](dec *codec.Decoder, restore func(*T) error) error {
+	obj := new(T)
+	if err := dec.Decode(obj); err != nil {
+		return fmt.Errorf("decoding %T: %w", obj, err)
+	}
+	return restore(obj)
+}

@@ -1,0 +1,91 @@
+package nomad
+
+import (
+	"context"
+	"time"
+)
+
+// monitorLeadership starts the leader's duties when this server wins an
+// election and stops them when it loses leadership. Duties run under a
+// context that is cancelled on revoke, and revoke waits for them, so two
+// terms never overlap on one server.
+func (s *Server) monitorLeadership(ctx context.Context) {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case isLeader := <-s.leaderNotify:
+			if isLeader {
+				s.establishLeadership(ctx)
+			} else {
+				s.revokeLeadership()
+			}
+		}
+	}
+}
+
+// establishLeadership waits until the FSM has applied everything committed
+// in earlier terms (a barrier), then starts the leader-only loops.
+func (s *Server) establishLeadership(ctx context.Context) {
+	s.revokeLeadership()
+	if err := s.raft.Barrier(s.config.RaftTimeout).Error(); err != nil {
+		s.logger.Error("leader barrier failed; duties not started", "error", err)
+		return
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	s.leaderLock.Lock()
+	s.leaderCancel = cancel
+	s.leaderLock.Unlock()
+	s.logger.Info("cluster leadership acquired")
+	for _, duty := range s.leaderDuties() {
+		s.leaderWG.Add(1)
+		go func() {
+			defer s.leaderWG.Done()
+			duty(lctx)
+		}()
+	}
+}
+
+// revokeLeadership stops the leader's duties and waits for them.
+func (s *Server) revokeLeadership() {
+	s.leaderLock.Lock()
+	cancel := s.leaderCancel
+	s.leaderCancel = nil
+	s.leaderLock.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	s.leaderWG.Wait()
+	s.logger.Info("cluster leadership lost")
+}
+
+// leaderDuties lists the loops that run only on the leader. Each returns
+// when its context is cancelled.
+func (s *Server) leaderDuties() []func(context.Context) {
+	return nil
+}
+
+// waitForLeader waits up to RPCHoldTimeout for a leader to be known.
+func (s *Server) waitForLeader(ctx context.Context) (string, error) {
+	if l := s.Leader(); l != "" {
+		return l, nil
+	}
+	deadline := time.NewTimer(s.config.RPCHoldTimeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-deadline.C:
+			return "", ErrNoLeader
+		case <-tick.C:
+			if l := s.Leader(); l != "" {
+				return l, nil
+			}
+		}
+	}
+}

@@ -1,0 +1,93 @@
+package nomad
+
+import (
+	"fmt"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/berth-io/berth/nomad/structs"
+)
+
+// Operator holds cluster administration endpoints.
+type Operator struct {
+	srv *Server
+}
+
+// RaftGetConfiguration lists the Raft peers and which one leads.
+func (op *Operator) RaftGetConfiguration(args *structs.GenericRequest, reply *structs.RaftConfigurationResponse) (err error) {
+	defer wire(&err)
+	if done, err := op.srv.forward("Operator.RaftGetConfiguration", args, args, reply); done {
+		return err
+	}
+	f := op.srv.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return err
+	}
+	leaderAddr, _ := op.srv.raft.LeaderWithID()
+	reply.Index = f.Index()
+	reply.Servers = nil
+	for _, srv := range f.Configuration().Servers {
+		reply.Servers = append(reply.Servers, &structs.RaftPeer{
+			ID:       string(srv.ID),
+			Address:  string(srv.Address),
+			Leader:   srv.Address == leaderAddr,
+			Voter:    srv.Suffrage == raft.Voter,
+			NodeName: string(srv.ID),
+		})
+	}
+	return nil
+}
+
+// RaftAddPeer adds a voter. The new server must already be running with
+// the same cluster's data (or empty), and BootstrapExpect 0.
+func (op *Operator) RaftAddPeer(args *structs.RaftPeerRequest, reply *structs.GenericResponse) (err error) {
+	defer wire(&err)
+	if done, err := op.srv.forward("Operator.RaftAddPeer", args, args, reply); done {
+		return err
+	}
+	if args.Address == "" {
+		return structs.NewError(structs.CodeInvalid, "add-peer: missing peer address")
+	}
+	id := args.ID
+	if id == "" {
+		// Ask the peer for its ID, so operators need only the address.
+		var ping structs.PingResponse
+		if err := op.srv.pool.RPC(op.srv.ctx, args.Address, "Status.Ping", &structs.GenericRequest{}, &ping); err != nil {
+			return structs.NewError(structs.CodeInvalid, "add-peer: cannot reach %s to learn its server ID: %v", args.Address, err)
+		}
+		id = ping.ServerID
+	}
+	f := op.srv.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(args.Address), 0, op.srv.config.RaftTimeout)
+	if err := f.Error(); err != nil {
+		return fmt.Errorf("adding raft peer %s (%s): %w", id, args.Address, err)
+	}
+	reply.Index = f.Index()
+	return nil
+}
+
+// RaftRemovePeer removes a peer by ID or address.
+func (op *Operator) RaftRemovePeer(args *structs.RaftPeerRequest, reply *structs.GenericResponse) (err error) {
+	defer wire(&err)
+	if done, err := op.srv.forward("Operator.RaftRemovePeer", args, args, reply); done {
+		return err
+	}
+	f := op.srv.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return err
+	}
+	var id raft.ServerID
+	for _, srv := range f.Configuration().Servers {
+		if (args.ID != "" && string(srv.ID) == args.ID) || (args.Address != "" && string(srv.Address) == args.Address) {
+			id = srv.ID
+		}
+	}
+	if id == "" {
+		return structs.NewError(structs.CodeNotFound, "remove-peer: no raft peer with id %q or address %q; see 'berth operator raft list-peers'", args.ID, args.Address)
+	}
+	rf := op.srv.raft.RemoveServer(id, 0, op.srv.config.RaftTimeout)
+	if err := rf.Error(); err != nil {
+		return fmt.Errorf("removing raft peer %s: %w", id, err)
+	}
+	reply.Index = rf.Index()
+	return nil
+}

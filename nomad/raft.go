@@ -1,0 +1,185 @@
+package nomad
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftwal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/metadb"
+
+	"github.com/berth-io/berth/nomad/structs"
+)
+
+// raftState is where Raft keeps its files under data_dir.
+const raftDirName = "raft"
+
+// setupRaft builds Raft with the WAL log store (one fsync per append) or,
+// in dev mode, the in-memory store.
+func (s *Server) setupRaft() error {
+	rc := *s.config.RaftConfig
+	rc.LocalID = raft.ServerID(s.config.NodeID)
+	rc.Logger = s.config.Logger.Named("raft")
+	notify := make(chan bool, 10)
+	rc.NotifyCh = notify
+	s.leaderNotify = notify
+
+	s.raftTrans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  s.raftLayer,
+		MaxPool: 3,
+		Timeout: 10 * time.Second,
+		Logger:  s.config.Logger.Named("raft-net"),
+	})
+
+	var (
+		logs   raft.LogStore
+		stable raft.StableStore
+		snaps  raft.SnapshotStore
+	)
+	if s.config.DevMode {
+		store := raft.NewInmemStore()
+		logs, stable, snaps = store, store, raft.NewInmemSnapshotStore()
+	} else {
+		dir := filepath.Join(s.config.DataDir, "server", raftDirName)
+		walDir := filepath.Join(dir, "wal")
+		if err := os.MkdirAll(walDir, 0o700); err != nil {
+			return fmt.Errorf("server: creating raft dir %s: %w", walDir, err)
+		}
+		// We own the WAL's meta store because WAL.Close does not close it:
+		// its bbolt file lock would outlive the server and a restart in
+		// the same process would wait on it forever.
+		meta := &metadb.BoltMetaDB{}
+		wal, err := raftwal.Open(walDir, raftwal.WithMetaStore(meta), raftwal.WithLogger(s.config.Logger.Named("raft-wal")))
+		if err != nil {
+			meta.Close()
+			return fmt.Errorf("server: opening raft log in %s: %w", walDir, err)
+		}
+		s.raftStoreClose = func() error { return errors.Join(wal.Close(), meta.Close()) }
+		fss, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, s.config.Logger.Named("raft-snap"))
+		if err != nil {
+			return fmt.Errorf("server: opening raft snapshots in %s: %w", dir, err)
+		}
+		logs, stable, snaps = wal, wal, fss
+	}
+
+	r, err := raft.NewRaft(&rc, s.fsm, logs, stable, snaps, s.raftTrans)
+	if err != nil {
+		return fmt.Errorf("server: starting raft: %w", err)
+	}
+	s.raft = r
+
+	if s.config.BootstrapExpect == 1 {
+		if err := s.bootstrap(map[string]string{s.config.NodeID: s.rpcAdvert}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bootstrap configures Raft with the given servers (ID → address) unless
+// Raft already has state: a restarted server must never re-bootstrap.
+func (s *Server) bootstrap(peers map[string]string) error {
+	hasState, err := s.hasExistingState()
+	if err != nil {
+		return err
+	}
+	if hasState {
+		return nil
+	}
+	var cfg raft.Configuration
+	for id, addr := range peers {
+		cfg.Servers = append(cfg.Servers, raft.Server{
+			ID: raft.ServerID(id), Address: raft.ServerAddress(addr), Suffrage: raft.Voter,
+		})
+	}
+	s.logger.Info("bootstrapping cluster", "servers", len(cfg.Servers))
+	if err := s.raft.BootstrapCluster(cfg).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		return fmt.Errorf("server: bootstrapping raft: %w", err)
+	}
+	return nil
+}
+
+// hasExistingState reports whether Raft has a configuration already.
+func (s *Server) hasExistingState() (bool, error) {
+	f := s.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return false, fmt.Errorf("server: reading raft configuration: %w", err)
+	}
+	return len(f.Configuration().Servers) > 0, nil
+}
+
+// joinLoop dials the configured peers until BootstrapExpect servers
+// (counting this one) know each other, then bootstraps once. Every server
+// computes the same configuration from the same peers, so bootstrapping on
+// all of them is safe.
+func (s *Server) joinLoop(ctx context.Context) {
+	defer s.wg.Done()
+	if s.config.BootstrapExpect <= 1 {
+		return
+	}
+	interval := s.config.ServerJoinInterval
+	if interval <= 0 {
+		interval = 2 * time.Second
+	}
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if has, err := s.hasExistingState(); err == nil && has {
+			return
+		}
+		peers := map[string]string{s.config.NodeID: s.rpcAdvert}
+		for _, addr := range s.config.ServerJoin {
+			if addr == s.rpcAdvert {
+				continue
+			}
+			var resp structs.PingResponse
+			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			err := s.pool.RPC(pctx, addr, "Status.Ping", &structs.GenericRequest{}, &resp)
+			cancel()
+			if err != nil {
+				s.logger.Debug("peer not reachable yet", "addr", addr, "error", err)
+				continue
+			}
+			peers[resp.ServerID] = resp.Addr
+		}
+		if len(peers) >= s.config.BootstrapExpect {
+			if err := s.bootstrap(peers); err != nil {
+				s.logger.Error("bootstrapping cluster", "error", err)
+			} else {
+				return
+			}
+		} else {
+			s.logger.Info("waiting for peers to bootstrap", "known", len(peers), "expect", s.config.BootstrapExpect)
+		}
+		t.Reset(interval)
+	}
+}
+
+// raftApply commits one message and returns the FSM's response and index.
+// An error returned by the FSM comes back as the error.
+func (s *Server) raftApply(t structs.MessageType, msg any) (any, uint64, error) {
+	buf, err := structs.Encode(t, msg)
+	if err != nil {
+		return nil, 0, err
+	}
+	f := s.raft.Apply(buf, s.config.RaftTimeout)
+	if err := f.Error(); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+			return nil, 0, structs.NewError(structs.CodeNoLeader, "raft apply: %v", err)
+		}
+		return nil, 0, fmt.Errorf("raft apply: %w", err)
+	}
+	if err, ok := f.Response().(error); ok {
+		return nil, f.Index(), err
+	}
+	return f.Response(), f.Index(), nil
+}

@@ -1,0 +1,241 @@
+package nomad
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/rpc"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/berth-io/berth/nomad/structs"
+)
+
+// The RPC port carries two protocols; the first byte of a connection says
+// which. One port is easier to operate and to firewall than two.
+const (
+	rpcByteRPC  byte = 0x01 // net/rpc with the msgpack codec
+	rpcByteRaft byte = 0x02 // hashicorp/raft's network transport
+)
+
+// listen accepts connections and hands each to its protocol.
+func (s *Server) listen(ctx context.Context) {
+	defer s.wg.Done()
+	for {
+		conn, err := s.rpcListener.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			s.logger.Error("accepting rpc connection", "error", err)
+			continue
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.handleConn(ctx, conn)
+		}()
+	}
+}
+
+func (s *Server) handleConn(ctx context.Context, conn net.Conn) {
+	// A peer that connects but never sends its protocol byte must not hold
+	// a goroutine forever.
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var b [1]byte
+	if _, err := io.ReadFull(conn, b[:]); err != nil {
+		conn.Close()
+		return
+	}
+	conn.SetReadDeadline(time.Time{})
+	switch b[0] {
+	case rpcByteRPC:
+		s.serveRPC(ctx, conn)
+	case rpcByteRaft:
+		s.raftLayer.handoff(ctx, conn)
+	default:
+		s.logger.Warn("unknown rpc protocol byte; closing connection", "byte", b[0], "remote", conn.RemoteAddr())
+		conn.Close()
+	}
+}
+
+func (s *Server) serveRPC(ctx context.Context, conn net.Conn) {
+	s.trackConn(conn, true)
+	defer s.trackConn(conn, false)
+	codec := newMsgpackCodec(conn)
+	for ctx.Err() == nil {
+		if err := s.rpcServer.ServeRequest(codec); err != nil {
+			if !isClosedConnErr(err) {
+				s.logger.Debug("rpc connection ended", "remote", conn.RemoteAddr(), "error", err)
+			}
+			codec.Close()
+			return
+		}
+	}
+	codec.Close()
+}
+
+// trackConn remembers open RPC connections so Shutdown can close them and
+// not wait on idle clients.
+func (s *Server) trackConn(c net.Conn, open bool) {
+	s.connsLock.Lock()
+	defer s.connsLock.Unlock()
+	if open {
+		s.conns[c] = struct{}{}
+	} else {
+		delete(s.conns, c)
+	}
+}
+
+func (s *Server) closeConns() {
+	s.connsLock.Lock()
+	defer s.connsLock.Unlock()
+	for c := range s.conns {
+		c.Close()
+	}
+}
+
+func isClosedConnErr(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(err.Error(), "connection reset by peer")
+}
+
+// raftLayer is a raft.StreamLayer over the shared RPC port: inbound Raft
+// connections arrive through handoff; outbound ones send the Raft byte.
+type raftLayer struct {
+	addr    net.Addr
+	connCh  chan net.Conn
+	closeCh chan struct{}
+	once    sync.Once
+}
+
+func newRaftLayer(addr net.Addr) *raftLayer {
+	return &raftLayer{addr: addr, connCh: make(chan net.Conn), closeCh: make(chan struct{})}
+}
+
+func (l *raftLayer) handoff(ctx context.Context, c net.Conn) {
+	select {
+	case l.connCh <- c:
+	case <-l.closeCh:
+		c.Close()
+	case <-ctx.Done():
+		c.Close()
+	}
+}
+
+func (l *raftLayer) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.connCh:
+		return c, nil
+	case <-l.closeCh:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *raftLayer) Close() error {
+	l.once.Do(func() { close(l.closeCh) })
+	return nil
+}
+
+func (l *raftLayer) Addr() net.Addr { return l.addr }
+
+func (l *raftLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	conn, err := net.DialTimeout("tcp", string(address), timeout)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Write([]byte{rpcByteRaft}); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return conn, nil
+}
+
+// ConnPool keeps one multiplexed net/rpc client per server address. A
+// client whose connection broke is dropped and redialled on next use.
+type ConnPool struct {
+	timeout time.Duration
+
+	// lock guards clients.
+	lock    sync.Mutex
+	clients map[string]*rpc.Client
+}
+
+// NewConnPool makes a pool whose dials time out after timeout.
+func NewConnPool(timeout time.Duration) *ConnPool {
+	return &ConnPool{timeout: timeout, clients: map[string]*rpc.Client{}}
+}
+
+func (p *ConnPool) get(addr string) (*rpc.Client, error) {
+	p.lock.Lock()
+	defer p.lock.Unlock()
+	if c, ok := p.clients[addr]; ok {
+		return c, nil
+	}
+	conn, err := net.DialTimeout("tcp", addr, p.timeout)
+	if err != nil {
+		return nil, fmt.Errorf("dialing server %s: %w", addr, err)
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		tc.SetKeepAlive(true)
+		tc.SetNoDelay(true)
+	}
+	if _, err := conn.Write([]byte{rpcByteRPC}); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("dialing server %s: %w", addr, err)
+	}
+	c := rpc.NewClientWithCodec(newMsgpackCodec(conn))
+	p.clients[addr] = c
+	return c, nil
+}
+
+func (p *ConnPool) drop(addr string, c *rpc.Client) {
+	p.lock.Lock()
+	defer p.lock.Unlock()
+	if p.clients[addr] == c {
+		delete(p.clients, addr)
+		c.Close()
+	}
+}
+
+// RPC calls method on the server at addr. Coded errors come back as
+// *structs.Error; transport errors drop the connection.
+func (p *ConnPool) RPC(ctx context.Context, addr, method string, args, reply any) error {
+	c, err := p.get(addr)
+	if err != nil {
+		return err
+	}
+	call := c.Go(method, args, reply, make(chan *rpc.Call, 1))
+	select {
+	case <-call.Done:
+	case <-ctx.Done():
+		// net/rpc cannot cancel a call; drop the connection so the reply
+		// (if any) goes nowhere and the next call redials.
+		p.drop(addr, c)
+		return ctx.Err()
+	}
+	if call.Error != nil {
+		var se rpc.ServerError
+		if errors.As(call.Error, &se) {
+			return structs.DecodeWireError(call.Error)
+		}
+		p.drop(addr, c)
+		return fmt.Errorf("rpc %s to %s: %w", method, addr, call.Error)
+	}
+	return nil
+}
+
+// Close closes every pooled connection.
+func (p *ConnPool) Close() {
+	p.lock.Lock()
+	defer p.lock.Unlock()
+	for addr, c := range p.clients {
+		c.Close()
+		delete(p.clients, addr)
+	}
+}

@@ -1,0 +1,254 @@
+// Package nomad is Berth's server: it keeps cluster state in go-memdb
+// replicated by hashicorp/raft, serves RPC, and runs the leader's duties.
+//
+// One TCP port carries both RPC (net/rpc + msgpack) and Raft, told apart by
+// the first byte of each connection. Followers forward writes (and reads
+// that are not stale) to the leader. Every endpoint follows one skeleton:
+//
+//	forward → validate → raft apply (writes) or blocking query (reads) → reply metadata
+//
+// Errors cross RPC with a code (structs.ErrorCode), never matched by text.
+package nomad
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/rpc"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/berth-io/berth/helper"
+	"github.com/berth-io/berth/nomad/state"
+)
+
+// Server is one Berth server.
+type Server struct {
+	config *Config
+	logger hclog.Logger
+
+	fsm       *FSM
+	raft      *raft.Raft
+	raftLayer *raftLayer
+	raftTrans *raft.NetworkTransport
+	// raftStore is closed on shutdown (the WAL or the in-memory store).
+	raftStoreClose func() error
+
+	rpcListener net.Listener
+	rpcServer   *rpc.Server
+	rpcAdvert   string
+	pool        *ConnPool
+
+	// connsLock guards conns, the open inbound RPC connections.
+	connsLock sync.Mutex
+	conns     map[net.Conn]struct{}
+
+	// leaderNotify receives Raft's leadership changes.
+	leaderNotify <-chan bool
+
+	// leaderLock guards leaderCancel, the context of the current term's
+	// leader duties (nil when not leader).
+	leaderLock   sync.Mutex
+	leaderCancel context.CancelFunc
+	leaderWG     sync.WaitGroup
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	shutdownOnce sync.Once
+}
+
+// NewServer starts a server: listener, Raft, RPC endpoints, and the join
+// loop that bootstraps the cluster once BootstrapExpect servers know each
+// other.
+func NewServer(config *Config) (*Server, error) {
+	if config.Logger == nil {
+		config.Logger = hclog.NewNullLogger()
+	}
+	if !config.DevMode && config.DataDir == "" {
+		return nil, errors.New("server: data_dir is required (or run with -dev for in-memory state)")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		config:    config,
+		logger:    config.Logger.Named("server"),
+		rpcServer: rpc.NewServer(),
+		pool:      NewConnPool(5 * time.Second),
+		conns:     map[net.Conn]struct{}{},
+		ctx:       ctx,
+		cancel:    cancel,
+	}
+	if err := s.setupNodeID(); err != nil {
+		cancel()
+		return nil, err
+	}
+	fsm, err := NewFSM(config.Logger)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("server: creating fsm: %w", err)
+	}
+	s.fsm = fsm
+
+	ln := config.RPCListener
+	if ln == nil {
+		tl, err := net.ListenTCP("tcp", config.RPCAddr)
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("server: listening for rpc on %s: %w", config.RPCAddr, err)
+		}
+		ln = tl
+	}
+	s.rpcListener = ln
+	s.rpcAdvert = ln.Addr().String()
+	if config.RPCAdvertise != nil {
+		s.rpcAdvert = config.RPCAdvertise.String()
+	}
+	advertAddr, err := net.ResolveTCPAddr("tcp", s.rpcAdvert)
+	if err != nil {
+		ln.Close()
+		cancel()
+		return nil, fmt.Errorf("server: resolving rpc advertise address %q: %w", s.rpcAdvert, err)
+	}
+	s.raftLayer = newRaftLayer(advertAddr)
+
+	if err := s.registerEndpoints(); err != nil {
+		ln.Close()
+		cancel()
+		return nil, err
+	}
+	s.wg.Add(1)
+	go s.listen(ctx)
+
+	if err := s.setupRaft(); err != nil {
+		s.Shutdown()
+		return nil, err
+	}
+	s.wg.Add(1)
+	go s.monitorLeadership(ctx)
+	if config.BootstrapExpect > 0 {
+		s.wg.Add(1)
+		go s.joinLoop(ctx)
+	}
+	s.logger.Info("server started", "id", config.NodeID, "rpc", s.rpcAdvert, "dev", config.DevMode)
+	return s, nil
+}
+
+// setupNodeID gives the server a stable Raft ID across restarts.
+func (s *Server) setupNodeID() error {
+	if s.config.NodeID != "" {
+		return nil
+	}
+	if s.config.DevMode {
+		s.config.NodeID = helper.UUID()
+		return nil
+	}
+	dir := filepath.Join(s.config.DataDir, "server")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("server: creating %s: %w", dir, err)
+	}
+	path := filepath.Join(dir, "node-id")
+	if b, err := os.ReadFile(path); err == nil {
+		id := strings.TrimSpace(string(b))
+		if id == "" {
+			return fmt.Errorf("server: %s is empty; remove it to make a new server ID", path)
+		}
+		s.config.NodeID = id
+		return nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("server: reading %s: %w", path, err)
+	}
+	id := helper.UUID()
+	if err := os.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
+		return fmt.Errorf("server: writing %s: %w", path, err)
+	}
+	s.config.NodeID = id
+	return nil
+}
+
+// RPCAddr is the address the server advertises for RPC and Raft.
+func (s *Server) RPCAddr() string { return s.rpcAdvert }
+
+// ID is the server's Raft ID.
+func (s *Server) ID() string { return s.config.NodeID }
+
+// State returns the current state store. Callers must not mutate what it
+// returns.
+func (s *Server) State() *state.StateStore { return s.fsm.State() }
+
+// Raft exposes the Raft instance for operator tooling and tests.
+func (s *Server) Raft() *raft.Raft { return s.raft }
+
+// IsLeader reports whether this server is the Raft leader.
+func (s *Server) IsLeader() bool { return s.raft.State() == raft.Leader }
+
+// Leader returns the leader's RPC address, or "" when there is none.
+func (s *Server) Leader() string {
+	addr, _ := s.raft.LeaderWithID()
+	return string(addr)
+}
+
+// Shutdown stops the server. It is safe to call more than once.
+func (s *Server) Shutdown() error {
+	var err error
+	s.shutdownOnce.Do(func() {
+		s.logger.Info("shutting down server")
+		s.cancel()
+		s.revokeLeadership()
+		if s.raft != nil {
+			if e := s.raft.Shutdown().Error(); e != nil {
+				err = fmt.Errorf("shutting down raft: %w", e)
+			}
+		}
+		if s.raftTrans != nil {
+			s.raftTrans.Close()
+		}
+		s.raftLayer.Close()
+		s.rpcListener.Close()
+		s.closeConns()
+		s.pool.Close()
+		s.wg.Wait()
+		if s.raftStoreClose != nil {
+			if e := s.raftStoreClose(); e != nil && err == nil {
+				err = fmt.Errorf("closing raft log: %w", e)
+			}
+		}
+	})
+	return err
+}
+
+// RPC serves an in-process call (the HTTP API, the -dev client) through
+// the same dispatch, forwarding and errors as a remote one.
+func (s *Server) RPC(method string, args, reply any) error {
+	codec := &inmemCodec{method: method, args: args, reply: reply}
+	if err := s.rpcServer.ServeRequest(codec); err != nil {
+		return err
+	}
+	return codec.err
+}
+
+// registerEndpoints exposes every endpoint on the RPC server.
+func (s *Server) registerEndpoints() error {
+	for name, ep := range s.endpoints() {
+		if err := s.rpcServer.RegisterName(name, ep); err != nil {
+			return fmt.Errorf("server: registering rpc endpoint %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// endpoints lists every RPC endpoint by name.
+func (s *Server) endpoints() map[string]any {
+	return map[string]any{
+		"Status":   &Status{srv: s},
+		"Operator": &Operator{srv: s},
+		"Node":     &NodeEndpoint{srv: s},
+	}
+}

@@ -1,0 +1,137 @@
+package state
+
+import (
+	"fmt"
+
+	"github.com/hashicorp/go-memdb"
+
+	"github.com/berth-io/berth/nomad/structs"
+)
+
+// Table names. They are also the keys of the index table, so
+// Index(TableNodes) is the Raft index of the last write to the nodes table.
+const (
+	TableNodes      = "nodes"
+	TableJobs       = "jobs"
+	TableAllocs     = "allocs"
+	TableEvals      = "evals"
+	TableCSIVolumes = "csi_volumes"
+	TableCSIPlugins = "csi_plugins"
+	TableIndex      = "index"
+)
+
+// Index names. Every table has IndexID; append "_prefix" to an index name
+// in a memdb Get to scan by prefix.
+const (
+	IndexID        = "id"
+	IndexSecretID  = "secret_id"
+	IndexJob       = "job"
+	IndexNode      = "node"
+	IndexNamespace = "namespace"
+	IndexPluginID  = "plugin_id"
+
+	prefixSuffix = "_prefix"
+)
+
+// IndexEntry is one row of the index table: the Raft index of the latest
+// write to table Key.
+type IndexEntry struct {
+	Key   string
+	Value uint64
+}
+
+// schema returns the go-memdb schema of the state store.
+func schema() *memdb.DBSchema {
+	str := func(field string) *memdb.StringFieldIndex {
+		return &memdb.StringFieldIndex{Field: field}
+	}
+	nsAnd := func(field string) *memdb.CompoundIndex {
+		return &memdb.CompoundIndex{Indexes: []memdb.Indexer{str("Namespace"), str(field)}}
+	}
+	return &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
+		TableNodes: {
+			Name: TableNodes,
+			Indexes: map[string]*memdb.IndexSchema{
+				IndexID:       {Name: IndexID, Unique: true, Indexer: str("ID")},
+				IndexSecretID: {Name: IndexSecretID, AllowMissing: true, Indexer: str("SecretID")},
+			},
+		},
+		TableJobs: {
+			Name: TableJobs,
+			Indexes: map[string]*memdb.IndexSchema{
+				IndexID: {Name: IndexID, Unique: true, Indexer: nsAnd("ID")},
+			},
+		},
+		TableAllocs: {
+			Name: TableAllocs,
+			Indexes: map[string]*memdb.IndexSchema{
+				IndexID:   {Name: IndexID, Unique: true, Indexer: str("ID")},
+				IndexJob:  {Name: IndexJob, AllowMissing: true, Indexer: nsAnd("JobID")},
+				IndexNode: {Name: IndexNode, AllowMissing: true, Indexer: str("NodeID")},
+			},
+		},
+		TableEvals: {
+			Name: TableEvals,
+			Indexes: map[string]*memdb.IndexSchema{
+				IndexID:        {Name: IndexID, Unique: true, Indexer: str("ID")},
+				IndexJob:       {Name: IndexJob, AllowMissing: true, Indexer: nsAnd("JobID")},
+				IndexNamespace: {Name: IndexNamespace, AllowMissing: true, Indexer: str("Namespace")},
+			},
+		},
+		TableCSIVolumes: {
+			Name: TableCSIVolumes,
+			Indexes: map[string]*memdb.IndexSchema{
+				IndexID:       {Name: IndexID, Unique: true, Indexer: nsAnd("ID")},
+				IndexPluginID: {Name: IndexPluginID, AllowMissing: true, Indexer: str("PluginID")},
+				IndexNode:     {Name: IndexNode, AllowMissing: true, Indexer: claimNodesIndex{}},
+			},
+		},
+		TableCSIPlugins: {
+			Name: TableCSIPlugins,
+			Indexes: map[string]*memdb.IndexSchema{
+				IndexID: {Name: IndexID, Unique: true, Indexer: str("ID")},
+			},
+		},
+		TableIndex: {
+			Name: TableIndex,
+			Indexes: map[string]*memdb.IndexSchema{
+				IndexID: {Name: IndexID, Unique: true, Indexer: str("Key")},
+			},
+		},
+	}}
+}
+
+// claimNodesIndex indexes a CSI volume under the node ID of each of its
+// live claims, so CSIVolumesByNodeID finds the volumes a node holds. A
+// freed claim leaves Claims, and with it this index.
+type claimNodesIndex struct{}
+
+var _ memdb.MultiIndexer = claimNodesIndex{}
+
+func (claimNodesIndex) FromObject(raw any) (bool, [][]byte, error) {
+	v, ok := raw.(*structs.CSIVolume)
+	if !ok {
+		return false, nil, fmt.Errorf("claim node index: unexpected type %T", raw)
+	}
+	seen := make(map[string]bool, len(v.Claims))
+	var vals [][]byte
+	for _, c := range v.Claims {
+		if c == nil || c.NodeID == "" || seen[c.NodeID] {
+			continue
+		}
+		seen[c.NodeID] = true
+		vals = append(vals, []byte(c.NodeID+"\x00"))
+	}
+	return len(vals) > 0, vals, nil
+}
+
+func (claimNodesIndex) FromArgs(args ...any) ([]byte, error) {
+	if len(args) != 1 {
+		return nil, fmt.Errorf("claim node index: want 1 argument, got %d", len(args))
+	}
+	id, ok := args[0].(string)
+	if !ok {
+		return nil, fmt.Errorf("claim node index: argument must be a string, got %T", args[0])
+	}
+	return []byte(id + "\x00"), nil
+}

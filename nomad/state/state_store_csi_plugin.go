@@ -1,0 +1,199 @@
+package state
+
+import (
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+
+	"github.com/hashicorp/go-memdb"
+
+	"github.com/berth-io/berth/nomad/structs"
+)
+
+// The csi_plugins table is derived: nothing writes a plugin directly
+// except DeleteCSIPlugin. Each node write recomputes, for every plugin the
+// node reported before or reports now, that node's controller and node
+// instance from the node's fingerprint:
+//
+//	node fingerprint (CSIControllerPlugins, CSINodePlugins)
+//	        │  node status down ──► instances kept, Healthy=false, "node down"
+//	        ▼
+//	plugin.Controllers[nodeID], plugin.Nodes[nodeID] ──► RecountHealth
+//
+// A plugin whose last instance goes away stays, empty, until plugin GC
+// deletes it (DeleteCSIPlugin refuses a non-empty plugin).
+
+// healthNodeDown is the health description of instances on a down node.
+const healthNodeDown = "node down"
+
+// CSIPluginByID returns the plugin, or nil. Do not mutate it.
+func (s *StateStore) CSIPluginByID(ws memdb.WatchSet, id string) (*structs.CSIPlugin, error) {
+	raw, err := s.first(ws, TableCSIPlugins, IndexID, id)
+	if raw == nil || err != nil {
+		return nil, err
+	}
+	return raw.(*structs.CSIPlugin), nil
+}
+
+// CSIPlugins iterates over all plugins (*structs.CSIPlugin) by ID.
+func (s *StateStore) CSIPlugins(ws memdb.WatchSet) (memdb.ResultIterator, error) {
+	return s.list(ws, TableCSIPlugins, IndexID)
+}
+
+// CSIPluginsByIDPrefix iterates over the plugins whose ID starts with prefix.
+func (s *StateStore) CSIPluginsByIDPrefix(ws memdb.WatchSet, prefix string) (memdb.ResultIterator, error) {
+	return s.list(ws, TableCSIPlugins, IndexID+prefixSuffix, prefix)
+}
+
+// DeleteCSIPlugin removes a plugin no node runs any more (plugin GC). A
+// plugin with instances is refused with CodeConflict; an unknown one with
+// CodeNotFound.
+func (s *StateStore) DeleteCSIPlugin(index uint64, id string) error {
+	txn := s.writeTxn(index)
+	defer txn.Abort()
+	p, err := pluginTxn(txn, id)
+	if err != nil {
+		return err
+	}
+	if p == nil {
+		return structs.NotFound("CSI plugin", id)
+	}
+	if !p.IsEmpty() {
+		return structs.NewError(structs.CodeConflict,
+			"CSI plugin %q is still running on nodes (%d controller and %d node instances); stop its jobs first",
+			id, len(p.Controllers), len(p.Nodes))
+	}
+	if err := txn.Delete(TableCSIPlugins, p); err != nil {
+		return fmt.Errorf("deleting CSI plugin %q: %w", id, err)
+	}
+	return txn.commit()
+}
+
+// updateNodePluginsTxn brings the plugins of node prev (as stored before
+// this write; nil for a new node) in line with node (as stored after it;
+// nil when the node is deleted). A plugin is written only when it changes,
+// so node writes that do not touch CSI leave the csi_plugins index alone.
+func updateNodePluginsTxn(txn *writeTxn, prev, node *structs.Node) error {
+	var nodeID string
+	ids := map[string]struct{}{}
+	for _, n := range []*structs.Node{prev, node} {
+		if n == nil {
+			continue
+		}
+		nodeID = n.ID
+		for id := range n.CSIControllerPlugins {
+			ids[id] = struct{}{}
+		}
+		for id := range n.CSINodePlugins {
+			ids[id] = struct{}{}
+		}
+	}
+	controllers, nodes := pluginInstances(node)
+	for _, id := range slices.Sorted(maps.Keys(ids)) {
+		if err := updatePluginInstancesTxn(txn, id, nodeID, controllers[id], nodes[id]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pluginInstances returns copies of the node's plugin instances as the
+// servers count them: unhealthy when the node is down.
+func pluginInstances(node *structs.Node) (controllers, nodes map[string]*structs.CSIInfo) {
+	if node == nil {
+		return nil, nil
+	}
+	adjust := func(in map[string]*structs.CSIInfo) map[string]*structs.CSIInfo {
+		out := make(map[string]*structs.CSIInfo, len(in))
+		for id, info := range in {
+			if info == nil {
+				continue
+			}
+			c := info.Copy()
+			if c.PluginID == "" {
+				c.PluginID = id
+			}
+			if node.Status == structs.NodeStatusDown {
+				c.Healthy = false
+				c.HealthDescription = healthNodeDown
+			}
+			out[id] = c
+		}
+		return out
+	}
+	return adjust(node.CSIControllerPlugins), adjust(node.CSINodePlugins)
+}
+
+// updatePluginInstancesTxn sets (or removes, when nil) nodeID's controller
+// and node instance of plugin id.
+func updatePluginInstancesTxn(txn *writeTxn, id, nodeID string, controller, node *structs.CSIInfo) error {
+	existing, err := pluginTxn(txn, id)
+	if err != nil {
+		return err
+	}
+	if existing == nil && controller == nil && node == nil {
+		return nil
+	}
+	var p *structs.CSIPlugin
+	if existing != nil {
+		p = existing.Copy()
+	} else {
+		p = &structs.CSIPlugin{ID: id, CreateIndex: txn.index}
+	}
+	p.Controllers = setInstance(p.Controllers, nodeID, controller)
+	p.Nodes = setInstance(p.Nodes, nodeID, node)
+
+	// Provider and version come from the instance just written;
+	// ControllerRequired holds if any instance says so. Both stay as they
+	// were once the plugin is empty.
+	for _, info := range []*structs.CSIInfo{node, controller} {
+		if info != nil && info.Provider != "" {
+			p.Provider, p.Version = info.Provider, info.ProviderVersion
+		}
+	}
+	if !p.IsEmpty() {
+		p.ControllerRequired = false
+		for _, m := range []map[string]*structs.CSIInfo{p.Controllers, p.Nodes} {
+			for _, info := range m {
+				p.ControllerRequired = p.ControllerRequired || info.RequiresControllerPlugin
+			}
+		}
+	}
+	p.RecountHealth()
+
+	if existing != nil {
+		p.ModifyIndex = existing.ModifyIndex
+		if reflect.DeepEqual(existing, p) {
+			return nil
+		}
+	}
+	p.ModifyIndex = txn.index
+	if err := txn.Insert(TableCSIPlugins, p); err != nil {
+		return fmt.Errorf("updating CSI plugin %q: %w", id, err)
+	}
+	return nil
+}
+
+func setInstance(m map[string]*structs.CSIInfo, nodeID string, info *structs.CSIInfo) map[string]*structs.CSIInfo {
+	if info == nil {
+		delete(m, nodeID)
+		return m
+	}
+	if m == nil {
+		m = make(map[string]*structs.CSIInfo)
+	}
+	m[nodeID] = info
+	return m
+}
+
+func pluginTxn(txn *writeTxn, id string) (*structs.CSIPlugin, error) {
+	raw, err := txn.First(TableCSIPlugins, IndexID, id)
+	if err != nil {
+		return nil, fmt.Errorf("reading CSI plugin %q: %w", id, err)
+	}
+	if raw == nil {
+		return nil, nil
+	}
+	return raw.(*structs.CSIPlugin), nil
+}
