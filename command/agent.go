@@ -1,0 +1,163 @@
+package command
+
+import (
+	"flag"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/berth-io/berth/command/agent"
+)
+
+func init() {
+	register("agent", func(ui *UI) Command { return &AgentCommand{ui: ui} })
+}
+
+// AgentCommand runs a Berth agent: server, client, or both.
+type AgentCommand struct {
+	ui *UI
+	// ready, when set, receives the agent once it is up (tests).
+	ready chan<- *agent.Agent
+	// stop, when set, stops the agent like a signal would (tests).
+	stop <-chan struct{}
+}
+
+func (c *AgentCommand) Synopsis() string {
+	return "Run a Berth agent (server, client, or both with -dev)"
+}
+
+func (c *AgentCommand) Help() string {
+	return `
+Usage: berth agent [options]
+
+  Starts a Berth agent and runs until interrupted. An agent runs a server
+  (Raft-replicated state), a client (runs tasks), or both.
+
+Options:
+
+  -config=<path>
+    An HCL2 agent config file. May be given more than once; later files
+    override earlier ones.
+
+  -dev
+    Development mode: server and client in one process, in-memory Raft,
+    listening on 127.0.0.1 only. -config files still override its defaults.
+
+  -data-dir=<path>
+    Overrides data_dir.
+
+  -bind=<ip>
+    Overrides bind_addr.
+
+  -log-level=<level>
+    TRACE, DEBUG, INFO, WARN or ERROR.
+`
+}
+
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+func (c *AgentCommand) Run(args []string) int {
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var (
+		configs                 stringList
+		dev                     bool
+		dataDir, bind, logLevel string
+	)
+	fs.Var(&configs, "config", "")
+	fs.BoolVar(&dev, "dev", false, "")
+	fs.StringVar(&dataDir, "data-dir", "", "")
+	fs.StringVar(&bind, "bind", "", "")
+	fs.StringVar(&logLevel, "log-level", "", "")
+	if err := fs.Parse(args); err != nil {
+		c.ui.Error("Error parsing flags: %v\nRun 'berth agent -help' for usage.", err)
+		return 1
+	}
+	if fs.NArg() > 0 {
+		c.ui.Error("Unexpected arguments %q: berth agent takes only flags.", fs.Args())
+		return 1
+	}
+
+	cfg := agent.DefaultConfig()
+	if dev {
+		cfg = agent.DevConfig()
+	}
+	for _, path := range configs {
+		fc, err := agent.ParseConfigFile(path)
+		if err != nil {
+			c.ui.Error("Error loading config %s:\n%v", path, err)
+			return 1
+		}
+		cfg = cfg.Merge(fc)
+	}
+	cfg = cfg.Merge(&agent.Config{DataDir: dataDir, BindAddr: bind, LogLevel: logLevel})
+
+	a, err := agent.NewAgent(cfg, c.ui.Err)
+	if err != nil {
+		c.ui.Error("Error starting agent: %v", err)
+		return 1
+	}
+	mode := []string{}
+	if cfg.ServerEnabled() {
+		mode = append(mode, "server")
+	}
+	if cfg.ClientEnabled() {
+		mode = append(mode, "client")
+	}
+	c.ui.Output("==> Berth agent started (%s)%s", strings.Join(mode, " + "), devNote(cfg.DevMode))
+	c.ui.Output("    HTTP API: http://%s", a.HTTPAddr())
+	if srv := a.Server(); srv != nil {
+		c.ui.Output("    RPC:      %s", srv.RPCAddr())
+		c.ui.Output("    Data dir: %s", orNone(cfg.DataDir, "<in memory>"))
+	}
+	if c.ready != nil {
+		c.ready <- a
+	}
+
+	sigCh := make(chan os.Signal, 2)
+	signal.Notify(sigCh, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigCh)
+	select {
+	case sig := <-sigCh:
+		c.ui.Output("==> Caught signal %v: shutting down (again to force)", sig)
+	case <-c.stop:
+		c.ui.Output("==> Shutting down")
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Shutdown() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			c.ui.Error("Error during shutdown: %v", err)
+			return 1
+		}
+	case <-sigCh:
+		c.ui.Error("Second signal: exiting without waiting for shutdown")
+		return 1
+	case <-time.After(30 * time.Second):
+		c.ui.Error("Shutdown did not finish in 30s; exiting")
+		return 1
+	}
+	c.ui.Output("==> Agent stopped")
+	return 0
+}
+
+func devNote(dev bool) string {
+	if dev {
+		return " in -dev mode: state is in memory and lost on exit"
+	}
+	return ""
+}
+
+func orNone(s, none string) string {
+	if s == "" {
+		return none
+	}
+	return s
+}

@@ -1,0 +1,125 @@
+// Package agent wires a Berth agent together: the server (nomad), the
+// client (client), and the HTTP API in front of them. It is the only part
+// of command/ that may import nomad and client (DESIGN.md §1).
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/berth-io/berth/nomad"
+)
+
+// Agent is one running berth agent.
+type Agent struct {
+	config *Config
+	logger hclog.Logger
+
+	server *nomad.Server
+	http   *HTTPServer
+}
+
+// NewAgent validates the config and starts the server (if enabled) and the
+// HTTP API. On error, whatever was started is stopped again.
+func NewAgent(cfg *Config, logOutput io.Writer) (*Agent, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid agent config: %w", err)
+	}
+	logger := hclog.New(&hclog.LoggerOptions{
+		Name:       "agent",
+		Level:      hclog.LevelFromString(cfg.LogLevel),
+		Output:     logOutput,
+		JSONFormat: cfg.LogJSON != nil && *cfg.LogJSON,
+	})
+	a := &Agent{config: cfg, logger: logger}
+	if cfg.ServerEnabled() {
+		if err := a.setupServer(logOutput); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.ClientEnabled() && !cfg.ServerEnabled() {
+		// The client arrives with the scheduling issue; until then a
+		// client-only agent has nothing to run.
+		logger.Warn("client mode is not available yet; running the HTTP API only")
+	}
+	httpSrv, err := NewHTTPServer(a, net.JoinHostPort(cfg.BindAddr, strconv.Itoa(cfg.Ports.HTTPPort())), logger)
+	if err != nil {
+		a.Shutdown()
+		return nil, err
+	}
+	a.http = httpSrv
+	return a, nil
+}
+
+func (a *Agent) setupServer(logOutput io.Writer) error {
+	cfg := a.config
+	sc := nomad.DefaultConfig()
+	sc.NodeName = cfg.Name
+	sc.Datacenter = cfg.Datacenter
+	sc.Region = cfg.Region
+	sc.DevMode = cfg.DevMode
+	if cfg.DataDir != "" {
+		sc.DataDir = cfg.DataDir
+	}
+	sc.Logger = a.logger.ResetNamed("")
+	sc.LogOutput = logOutput
+	sc.BootstrapExpect = cfg.Server.BootstrapExpect
+	sc.ServerJoin = cfg.Server.ServerJoin
+	ip := net.ParseIP(cfg.BindAddr)
+	sc.RPCAddr = &net.TCPAddr{IP: ip, Port: cfg.Ports.RPCPort()}
+	if cfg.Advertise.RPC != "" {
+		adv, err := net.ResolveTCPAddr("tcp", cfg.Advertise.RPC)
+		if err != nil {
+			return fmt.Errorf("advertise.rpc %q: %w", cfg.Advertise.RPC, err)
+		}
+		sc.RPCAdvertise = adv
+	}
+	if cfg.DevMode {
+		// Dev agents elect themselves at once.
+		sc.RaftConfig.HeartbeatTimeout = sc.RaftConfig.HeartbeatTimeout / 10
+		sc.RaftConfig.ElectionTimeout = sc.RaftConfig.ElectionTimeout / 10
+		sc.RaftConfig.LeaderLeaseTimeout = sc.RaftConfig.LeaderLeaseTimeout / 10
+	}
+	srv, err := nomad.NewServer(sc)
+	if err != nil {
+		return err
+	}
+	a.server = srv
+	return nil
+}
+
+// Server returns the agent's server, or nil when it runs none.
+func (a *Agent) Server() *nomad.Server { return a.server }
+
+// HTTPAddr is the address the HTTP API listens on.
+func (a *Agent) HTTPAddr() string { return a.http.Addr() }
+
+// RPC routes an HTTP handler's call to the local server.
+func (a *Agent) RPC(method string, args, reply any) error {
+	if a.server == nil {
+		return errNoServer
+	}
+	return a.server.RPC(method, args, reply)
+}
+
+var errNoServer = errors.New("this agent runs no server; point BERTH_ADDR at a server agent")
+
+// Shutdown stops the HTTP API, then the server. Safe to call twice.
+func (a *Agent) Shutdown() error {
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	var errs []error
+	if a.http != nil {
+		errs = append(errs, a.http.Shutdown(ctx))
+	}
+	if a.server != nil {
+		errs = append(errs, a.server.Shutdown())
+	}
+	return errors.Join(errs...)
+}

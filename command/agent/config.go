@@ -1,0 +1,282 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/gohcl"
+	"github.com/hashicorp/hcl/v2/hclparse"
+)
+
+// Config is the agent configuration file (HCL2). Every field is optional
+// in the file; Merge layers files over defaults.
+type Config struct {
+	Name       string `hcl:"name,optional"`
+	Region     string `hcl:"region,optional"`
+	Datacenter string `hcl:"datacenter,optional"`
+	DataDir    string `hcl:"data_dir,optional"`
+	BindAddr   string `hcl:"bind_addr,optional"`
+	LogLevel   string `hcl:"log_level,optional"`
+	LogJSON    *bool  `hcl:"log_json,optional"`
+
+	Ports     *Ports           `hcl:"ports,block"`
+	Advertise *AdvertiseConfig `hcl:"advertise,block"`
+	Server    *ServerConfig    `hcl:"server,block"`
+	Client    *ClientConfig    `hcl:"client,block"`
+	Plugins   []*PluginConfig  `hcl:"plugin,block"`
+
+	// DevMode is set by -dev, never by a file.
+	DevMode bool
+}
+
+// Ports are the agent's listening ports.
+type Ports struct {
+	HTTP *int `hcl:"http,optional"`
+	RPC  *int `hcl:"rpc,optional"`
+}
+
+// HTTPPort is the HTTP port (0 picks a free one).
+func (p *Ports) HTTPPort() int { return derefInt(p.HTTP) }
+
+// RPCPort is the RPC port (0 picks a free one).
+func (p *Ports) RPCPort() int { return derefInt(p.RPC) }
+
+func derefInt(i *int) int {
+	if i == nil {
+		return 0
+	}
+	return *i
+}
+
+func intPtr(i int) *int { return &i }
+
+// AdvertiseConfig are the addresses others use to reach the agent.
+type AdvertiseConfig struct {
+	HTTP string `hcl:"http,optional"`
+	RPC  string `hcl:"rpc,optional"`
+}
+
+// ServerConfig is the `server {}` block.
+type ServerConfig struct {
+	Enabled         *bool    `hcl:"enabled,optional"`
+	BootstrapExpect int      `hcl:"bootstrap_expect,optional"`
+	ServerJoin      []string `hcl:"server_join,optional"`
+}
+
+// ClientConfig is the `client {}` block.
+type ClientConfig struct {
+	Enabled   *bool             `hcl:"enabled,optional"`
+	Servers   []string          `hcl:"servers,optional"`
+	NodeClass string            `hcl:"node_class,optional"`
+	Meta      map[string]string `hcl:"meta,optional"`
+}
+
+// PluginConfig is a `plugin "raw_exec" { config { ... } }` block.
+type PluginConfig struct {
+	Name   string   `hcl:"name,label"`
+	Remain hcl.Body `hcl:",remain"`
+}
+
+func boolPtr(b bool) *bool { return &b }
+
+// DefaultConfig is the base every file is merged onto.
+func DefaultConfig() *Config {
+	host, _ := os.Hostname()
+	return &Config{
+		Name:       host,
+		Region:     "global",
+		Datacenter: "dc1",
+		BindAddr:   "0.0.0.0",
+		LogLevel:   "INFO",
+		Ports:      &Ports{HTTP: intPtr(4646), RPC: intPtr(4647)},
+		Advertise:  &AdvertiseConfig{},
+		Server:     &ServerConfig{Enabled: boolPtr(false)},
+		Client:     &ClientConfig{Enabled: boolPtr(false)},
+	}
+}
+
+// DevConfig is `agent -dev`: server and client in one process, in-memory
+// Raft, loopback only.
+func DevConfig() *Config {
+	c := DefaultConfig()
+	c.DevMode = true
+	c.BindAddr = "127.0.0.1"
+	c.LogLevel = "INFO"
+	c.Server = &ServerConfig{Enabled: boolPtr(true), BootstrapExpect: 1}
+	c.Client = &ClientConfig{Enabled: boolPtr(true)}
+	return c
+}
+
+// ParseConfigFile reads one HCL2 agent config file. Errors name the file,
+// line and column.
+func ParseConfigFile(path string) (*Config, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading agent config: %w", err)
+	}
+	return ParseConfig(path, src)
+}
+
+// ParseConfig parses HCL2 source; filename is used in error messages.
+func ParseConfig(filename string, src []byte) (*Config, error) {
+	p := hclparse.NewParser()
+	f, diags := p.ParseHCL(src, filename)
+	if diags.HasErrors() {
+		return nil, diagError(diags, src)
+	}
+	var c Config
+	if diags := gohcl.DecodeBody(f.Body, nil, &c); diags.HasErrors() {
+		return nil, diagError(diags, src)
+	}
+	return &c, nil
+}
+
+// diagError turns HCL diagnostics into one error, each line
+// "file:line,col: summary; detail", followed by the offending source line
+// so the user sees which setting is wrong.
+func diagError(diags hcl.Diagnostics, src []byte) error {
+	lines := strings.Split(string(src), "\n")
+	var errs []error
+	for _, d := range diags {
+		if d.Severity != hcl.DiagError {
+			continue
+		}
+		msg := d.Summary
+		if d.Detail != "" {
+			msg += "; " + d.Detail
+		}
+		if d.Subject != nil {
+			msg = fmt.Sprintf("%s:%d,%d: %s", d.Subject.Filename, d.Subject.Start.Line, d.Subject.Start.Column, msg)
+			if l := d.Subject.Start.Line; l >= 1 && l <= len(lines) && strings.TrimSpace(lines[l-1]) != "" {
+				msg += fmt.Sprintf("\n    %d | %s", l, strings.TrimRight(lines[l-1], "\r"))
+			}
+		}
+		errs = append(errs, errors.New(msg))
+	}
+	return errors.Join(errs...)
+}
+
+// Merge returns c with every field set in o laid over it.
+func (c *Config) Merge(o *Config) *Config {
+	out := *c
+	if o.Name != "" {
+		out.Name = o.Name
+	}
+	if o.Region != "" {
+		out.Region = o.Region
+	}
+	if o.Datacenter != "" {
+		out.Datacenter = o.Datacenter
+	}
+	if o.DataDir != "" {
+		out.DataDir = o.DataDir
+	}
+	if o.BindAddr != "" {
+		out.BindAddr = o.BindAddr
+	}
+	if o.LogLevel != "" {
+		out.LogLevel = o.LogLevel
+	}
+	if o.LogJSON != nil {
+		out.LogJSON = o.LogJSON
+	}
+	if o.Ports != nil {
+		p := *out.Ports
+		if o.Ports.HTTP != nil {
+			p.HTTP = o.Ports.HTTP
+		}
+		if o.Ports.RPC != nil {
+			p.RPC = o.Ports.RPC
+		}
+		out.Ports = &p
+	}
+	if o.Advertise != nil {
+		a := *out.Advertise
+		if o.Advertise.HTTP != "" {
+			a.HTTP = o.Advertise.HTTP
+		}
+		if o.Advertise.RPC != "" {
+			a.RPC = o.Advertise.RPC
+		}
+		out.Advertise = &a
+	}
+	if o.Server != nil {
+		s := *out.Server
+		if o.Server.Enabled != nil {
+			s.Enabled = o.Server.Enabled
+		}
+		if o.Server.BootstrapExpect != 0 {
+			s.BootstrapExpect = o.Server.BootstrapExpect
+		}
+		if o.Server.ServerJoin != nil {
+			s.ServerJoin = o.Server.ServerJoin
+		}
+		out.Server = &s
+	}
+	if o.Client != nil {
+		cl := *out.Client
+		if o.Client.Enabled != nil {
+			cl.Enabled = o.Client.Enabled
+		}
+		if o.Client.Servers != nil {
+			cl.Servers = o.Client.Servers
+		}
+		if o.Client.NodeClass != "" {
+			cl.NodeClass = o.Client.NodeClass
+		}
+		if o.Client.Meta != nil {
+			cl.Meta = o.Client.Meta
+		}
+		out.Client = &cl
+	}
+	out.Plugins = append(append([]*PluginConfig(nil), c.Plugins...), o.Plugins...)
+	return &out
+}
+
+// ServerEnabled reports whether this agent runs a server.
+func (c *Config) ServerEnabled() bool {
+	return c.Server != nil && c.Server.Enabled != nil && *c.Server.Enabled
+}
+
+// ClientEnabled reports whether this agent runs a client.
+func (c *Config) ClientEnabled() bool {
+	return c.Client != nil && c.Client.Enabled != nil && *c.Client.Enabled
+}
+
+// Validate returns every problem with a merged config at once.
+func (c *Config) Validate() error {
+	var errs []error
+	if !c.ServerEnabled() && !c.ClientEnabled() {
+		errs = append(errs, errors.New("neither server nor client is enabled: set server { enabled = true } and/or client { enabled = true }, or run with -dev"))
+	}
+	if !c.DevMode && c.DataDir == "" {
+		errs = append(errs, errors.New("data_dir is required (or run with -dev for in-memory state)"))
+	}
+	if ip := net.ParseIP(c.BindAddr); ip == nil {
+		errs = append(errs, fmt.Errorf("bind_addr %q is not an IP address", c.BindAddr))
+	} else if ip.IsUnspecified() && c.ServerEnabled() && c.Advertise.RPC == "" {
+		errs = append(errs, fmt.Errorf("bind_addr %q needs advertise { rpc = \"ip:port\" } so peers know where to reach this server", c.BindAddr))
+	}
+	for name, p := range map[string]int{"http": c.Ports.HTTPPort(), "rpc": c.Ports.RPCPort()} {
+		if p < 0 || p > 65535 {
+			errs = append(errs, fmt.Errorf("ports.%s = %d is out of range 0-65535", name, p))
+		}
+	}
+	if c.ServerEnabled() && c.Server.BootstrapExpect < 0 {
+		errs = append(errs, fmt.Errorf("server.bootstrap_expect = %d must not be negative", c.Server.BootstrapExpect))
+	}
+	switch strings.ToUpper(c.LogLevel) {
+	case "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "OFF":
+	default:
+		errs = append(errs, fmt.Errorf("log_level %q is not one of TRACE, DEBUG, INFO, WARN, ERROR, OFF", c.LogLevel))
+	}
+	return errors.Join(errs...)
+}
+
+// shutdownTimeout bounds a graceful agent shutdown.
+const shutdownTimeout = 10 * time.Second
