@@ -1,0 +1,33 @@
+// Package hostpath is Berth's own CSI plugin: volumes are directories under a
+// root directory, and staging and publishing are bind mounts. It is run as
+// `berth plugin hostpath` and serves the CSI Identity, Controller and Node
+// services on a unix socket, depending on its Mode.
+//
+// It exists to give Berth a real plugin that mounts things, for end-to-end
+// tests and for single-machine clusters, and to act as a witness in Berth's
+// safety tests: it refuses, with FailedPrecondition, to let a volume whose
+// access mode allows a single node be attached, staged or published on a
+// second node. Several plugin processes that share one root directory (several
+// Berth client nodes on one machine) share their state, so the check holds
+// across processes.
+//
+// Layout of the root directory:
+//
+//	<root>/.lock            flock(2) held around every state read and write
+//	<root>/state.json       checkpoint of the state, written at compaction (see store.go)
+//	<root>/state.journal    changes since the checkpoint, one JSON line each
+//	<root>/volumes/<id>/    one directory per volume
+//	<root>/snapshots/<id>/  one directory per snapshot (a recursive copy)
+//
+// The life of a volume on a node, as this plugin sees it:
+//
+//	CreateVolume ──► ControllerPublish(node) ──► NodeStage(staging path) ──► NodePublish(target)
+//	                                                                              │
+//	DeleteVolume ◄── ControllerUnpublish(node) ◄── NodeUnstage ◄──────── NodeUnpublish
+//
+// Every step is idempotent, and each step refuses to run out of order
+// (NodePublish before NodeStage, NodeUnstage while published, NodeStage of a
+// controller-created volume that is not controller-published to the node), so
+// a CO that skips a step gets a FailedPrecondition naming the volume and what
+// is missing instead of silently working.
+package hostpath

@@ -1,0 +1,194 @@
+package hostpath
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"syscall"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// NodePublishVolume bind-mounts the staging path on the target path,
+// creating the target directory if needed. Read-only when asked, when the
+// access mode is reader-only, or when the volume was controller-published
+// read-only. The volume must be staged at the given staging path first: the
+// plugin advertises STAGE_UNSTAGE_VOLUME, and a CO that skips the stage gets
+// FailedPrecondition (the spec's "staging target path not set").
+func (s *nodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
+	const op = "node publish volume"
+	id, node := req.GetVolumeId(), s.p.cfg.NodeID
+	if id == "" {
+		return nil, status.Errorf(codes.InvalidArgument, "%s: volume_id is required", op)
+	}
+	target, err := absPath(op, id, "target_path", req.GetTargetPath())
+	if err != nil {
+		return nil, err
+	}
+	mode, err := parseCapability(req.GetVolumeCapability())
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "%s %q: %v", op, id, err)
+	}
+	if req.GetStagingTargetPath() == "" {
+		return nil, status.Errorf(codes.FailedPrecondition, "%s %q: staging_target_path is required: stage the volume with NodeStageVolume first", op, id)
+	}
+	staging, err := absPath(op, id, "staging_target_path", req.GetStagingTargetPath())
+	if err != nil {
+		return nil, err
+	}
+	err = s.p.store.update(ctx, false, func(tx *txn) error {
+		v := tx.Volumes[id]
+		if v == nil {
+			if s.p.cfg.Mode == ModeNode {
+				return status.Errorf(codes.FailedPrecondition, "%s %q: volume is not staged on node %q; call NodeStageVolume first", op, id, node)
+			}
+			return status.Errorf(codes.NotFound, "%s %q: volume does not exist", op, id)
+		}
+		a, attached := v.attachment(node)
+		readonly := req.GetReadonly() || mode.readerOnly() || (attached && a.Readonly)
+		if pub, ok := v.publish(node, target); ok {
+			if pub.Mode != mode || pub.Readonly != readonly || pub.StagingPath != staging {
+				return status.Errorf(codes.AlreadyExists, "%s %q: already published at %q with %s (readonly=%t, staged at %q), not %s (readonly=%t, staged at %q)",
+					op, id, target, pub.Mode, pub.Readonly, pub.StagingPath, mode, readonly, staging)
+			}
+			return s.ensureMounted(v, staging, target, readonly)
+		}
+		if other, ok := tx.publishedAt(node, target); ok {
+			return status.Errorf(codes.AlreadyExists, "%s %q: volume %q is already published at %q", op, id, other.ID, target)
+		}
+		if st, ok := v.stageOn(node); !ok || st.Path != staging {
+			return status.Errorf(codes.FailedPrecondition, "%s %q: volume is not staged on node %q at %q; call NodeStageVolume first", op, id, node, staging)
+		}
+		if err := checkConflict(id, v.usages(), usage{Kind: usagePublish, NodeID: node, Path: target, Mode: mode, Readonly: readonly}); err != nil {
+			return status.Errorf(codes.FailedPrecondition, "%s %q: %v", op, id, err)
+		}
+		created, err := makeTarget(target)
+		if err != nil {
+			return err
+		}
+		if !created {
+			mounted, err := isMountpoint(target)
+			if err != nil {
+				return err
+			}
+			if mounted {
+				if err := s.adoptMount(op, v, target); err != nil {
+					return err
+				}
+				return s.recordPublish(tx, v, Publish{NodeID: node, TargetPath: target, StagingPath: staging, Mode: mode, Readonly: readonly})
+			}
+		}
+		if err := bindMount(staging, target, readonly); err != nil {
+			if created {
+				os.Remove(target)
+			}
+			return err
+		}
+		return s.recordPublish(tx, v, Publish{NodeID: node, TargetPath: target, StagingPath: staging, Mode: mode, Readonly: readonly, CreatedTarget: created})
+	})
+	if err != nil {
+		return nil, statusErr(op, id, err)
+	}
+	return &csi.NodePublishVolumeResponse{}, nil
+}
+
+func (s *nodeServer) recordPublish(tx *txn, v *Volume, pub Publish) error {
+	c := v.Copy()
+	c.Publishes = append(c.Publishes, pub)
+	tx.putVolume(c)
+	s.p.log.Debug("published volume", "volume_id", v.ID, "node_id", pub.NodeID, "target_path", pub.TargetPath, "readonly", pub.Readonly)
+	return nil
+}
+
+// makeTarget creates the target directory, and reports whether it did (and
+// so must remove it at unpublish). Its parent should exist (the CO's job);
+// if not, it is created too.
+func makeTarget(target string) (bool, error) {
+	err := os.Mkdir(target, 0o750)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, os.ErrExist):
+		fi, err := os.Stat(target)
+		if err != nil {
+			return false, fmt.Errorf("checking target path: %w", err)
+		}
+		if !fi.IsDir() {
+			return false, status.Errorf(codes.InvalidArgument, "target path %q exists and is not a directory", target)
+		}
+		return false, nil
+	case errors.Is(err, os.ErrNotExist):
+		if err := os.MkdirAll(target, 0o750); err != nil {
+			return false, fmt.Errorf("creating target path: %w", err)
+		}
+		return true, nil
+	}
+	return false, fmt.Errorf("creating target path: %w", err)
+}
+
+// NodeUnpublishVolume unmounts the target path and removes it if the plugin
+// created it. A target that is not mounted, or missing, is success.
+func (s *nodeServer) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
+	const op = "node unpublish volume"
+	id, node := req.GetVolumeId(), s.p.cfg.NodeID
+	if id == "" {
+		return nil, status.Errorf(codes.InvalidArgument, "%s: volume_id is required", op)
+	}
+	target, err := absPath(op, id, "target_path", req.GetTargetPath())
+	if err != nil {
+		return nil, err
+	}
+	err = s.p.store.update(ctx, false, func(tx *txn) error {
+		v := tx.Volumes[id]
+		if v == nil {
+			return status.Errorf(codes.NotFound, "%s %q: volume does not exist", op, id)
+		}
+		pub, recorded := v.publish(node, target)
+		if !recorded {
+			// Not published here, as far as the state knows; clean up only
+			// a mount of this volume left by a crash, never anything else.
+			mounted, err := isMountpoint(target)
+			if err != nil || !mounted {
+				return nil
+			}
+			if ok, _ := mountShows(target, s.p.volumeDir(id)); !ok {
+				return nil
+			}
+			pub.CreatedTarget = true
+		}
+		if _, err := unmountAll(target); err != nil {
+			return err
+		}
+		if pub.CreatedTarget {
+			s.removeTarget(id, target)
+		}
+		if recorded {
+			c := v.Copy()
+			c.Publishes = slices.DeleteFunc(c.Publishes, func(p Publish) bool { return p.NodeID == node && p.TargetPath == target })
+			tx.putVolume(c)
+		}
+		s.p.log.Debug("unpublished volume", "volume_id", id, "node_id", node, "target_path", target)
+		return nil
+	})
+	if err != nil {
+		return nil, statusErr(op, id, err)
+	}
+	return &csi.NodeUnpublishVolumeResponse{}, nil
+}
+
+// removeTarget removes the (now unmounted) target directory. A directory
+// that is not empty holds data that is not in the volume: it is left alone.
+func (s *nodeServer) removeTarget(id, target string) {
+	err := os.Remove(target)
+	switch {
+	case err == nil, errors.Is(err, os.ErrNotExist):
+	case errors.Is(err, syscall.ENOTEMPTY), errors.Is(err, syscall.EEXIST):
+		s.p.log.Warn("target path is not empty after unmount; leaving it", "volume_id", id, "target_path", target)
+	default:
+		s.p.log.Warn("removing target path", "volume_id", id, "target_path", target, "error", err)
+	}
+}

@@ -1,0 +1,335 @@
+package hostpath
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/shoenig/test/must"
+	"google.golang.org/grpc/codes"
+)
+
+// nodeFixture is a monolith plugin with one controller-published volume and
+// paths for staging and publishing it.
+type nodeFixture struct {
+	tp      *testPlugin
+	vol     string
+	dir     string // the volume directory
+	staging string
+	paths   string // parent of target paths
+	cap     *csi.VolumeCapability
+}
+
+func newNodeFixture(t *testing.T, mode csi.VolumeCapability_AccessMode_Mode) *nodeFixture {
+	t.Helper()
+	root := mountRoot(t)
+	tp := startPlugin(t, Config{NodeID: "a", Root: filepath.Join(root, "plugin")})
+	v := createVolume(t, tp, "vol", mode)
+	_, err := tp.ctrl.ControllerPublishVolume(context.Background(), &csi.ControllerPublishVolumeRequest{
+		VolumeId: v.GetVolumeId(), NodeId: "a", VolumeCapability: mountCap(mode),
+	})
+	must.NoError(t, err)
+	f := &nodeFixture{
+		tp:      tp,
+		vol:     v.GetVolumeId(),
+		dir:     v.GetVolumeContext()[volumeContextPath],
+		staging: filepath.Join(root, "staging"),
+		paths:   filepath.Join(root, "per-alloc"),
+		cap:     mountCap(mode),
+	}
+	must.NoError(t, os.MkdirAll(f.staging, 0o750))
+	must.NoError(t, os.MkdirAll(f.paths, 0o750))
+	return f
+}
+
+func (f *nodeFixture) stage() error {
+	_, err := f.tp.node.NodeStageVolume(context.Background(), &csi.NodeStageVolumeRequest{
+		VolumeId: f.vol, StagingTargetPath: f.staging, VolumeCapability: f.cap,
+		PublishContext: map[string]string{publishContextNodeID: "a"},
+	})
+	return err
+}
+
+func (f *nodeFixture) unstage() error {
+	_, err := f.tp.node.NodeUnstageVolume(context.Background(), &csi.NodeUnstageVolumeRequest{VolumeId: f.vol, StagingTargetPath: f.staging})
+	return err
+}
+
+func (f *nodeFixture) publish(target string, readonly bool) error {
+	_, err := f.tp.node.NodePublishVolume(context.Background(), &csi.NodePublishVolumeRequest{
+		VolumeId: f.vol, StagingTargetPath: f.staging, TargetPath: filepath.Join(f.paths, target),
+		VolumeCapability: f.cap, Readonly: readonly,
+	})
+	return err
+}
+
+func (f *nodeFixture) unpublish(target string) error {
+	_, err := f.tp.node.NodeUnpublishVolume(context.Background(), &csi.NodeUnpublishVolumeRequest{VolumeId: f.vol, TargetPath: filepath.Join(f.paths, target)})
+	return err
+}
+
+func TestNodeStagePublishLifecycle(t *testing.T) {
+	requireRoot(t)
+	ctx := context.Background()
+	f := newNodeFixture(t, snw)
+	rw, ro := filepath.Join(f.paths, "rw"), filepath.Join(f.paths, "ro")
+
+	must.NoError(t, f.stage())
+	must.NoError(t, f.stage(), must.Sprint("staging again is idempotent"))
+	must.EqOp(t, 1, mountCount(t, f.staging))
+
+	must.NoError(t, f.publish("rw", false))
+	must.NoError(t, f.publish("rw", false), must.Sprint("publishing again is idempotent"))
+	must.EqOp(t, 1, mountCount(t, rw))
+	must.NoError(t, os.WriteFile(filepath.Join(rw, "file"), []byte("data"), 0o644))
+	data, err := os.ReadFile(filepath.Join(f.dir, "file"))
+	must.NoError(t, err)
+	must.EqOp(t, "data", string(data), must.Sprint("a write through the target lands in the volume"))
+
+	// SINGLE_NODE_WRITER: a read-only second target is fine, a second
+	// writer is not, and the same target with other arguments is a conflict.
+	must.NoError(t, f.publish("ro", true))
+	err = os.WriteFile(filepath.Join(ro, "file2"), []byte("x"), 0o644)
+	must.True(t, errors.Is(err, syscall.EROFS), must.Sprintf("write to a read-only publish: %v", err))
+	data, err = os.ReadFile(filepath.Join(ro, "file"))
+	must.NoError(t, err)
+	must.EqOp(t, "data", string(data))
+	mustCode(t, f.publish("rw2", false), codes.FailedPrecondition, f.vol, "one read-write target path")
+	mustCode(t, f.publish("rw", true), codes.AlreadyExists, f.vol, rw)
+
+	stats, err := f.tp.node.NodeGetVolumeStats(ctx, &csi.NodeGetVolumeStatsRequest{VolumeId: f.vol, VolumePath: rw})
+	must.NoError(t, err)
+	must.SliceLen(t, 2, stats.GetUsage())
+	must.Positive(t, stats.GetUsage()[0].GetTotal())
+	must.Positive(t, stats.GetUsage()[1].GetTotal())
+	_, err = f.tp.node.NodeExpandVolume(ctx, &csi.NodeExpandVolumeRequest{VolumeId: f.vol, VolumePath: rw, CapacityRange: &csi.CapacityRange{RequiredBytes: 1 << 30}})
+	must.NoError(t, err)
+
+	mustCode(t, f.unstage(), codes.FailedPrecondition, f.vol, "still published")
+
+	for _, target := range []string{"rw", "ro"} {
+		must.NoError(t, f.unpublish(target))
+		must.NoError(t, f.unpublish(target), must.Sprint("unpublishing again is idempotent"))
+		_, err := os.Stat(filepath.Join(f.paths, target))
+		must.True(t, os.IsNotExist(err), must.Sprintf("target %s should be removed: %v", target, err))
+	}
+	must.NoError(t, f.unstage())
+	must.NoError(t, f.unstage(), must.Sprint("unstaging again is idempotent"))
+	must.SliceEmpty(t, mountsUnder(t, filepath.Dir(f.staging)))
+	_, err = os.Stat(f.staging)
+	must.NoError(t, err, must.Sprint("the staging directory belongs to the CO and stays"))
+}
+
+// A target the CO created is unmounted but left in place at unpublish.
+func TestNodePublishPrecreatedTarget(t *testing.T) {
+	requireRoot(t)
+	f := newNodeFixture(t, snw)
+	target := filepath.Join(f.paths, "mine")
+	must.NoError(t, os.Mkdir(target, 0o750))
+	must.NoError(t, f.stage())
+	must.NoError(t, f.publish("mine", false))
+	must.EqOp(t, 1, mountCount(t, target))
+	must.NoError(t, f.unpublish("mine"))
+	must.EqOp(t, 0, mountCount(t, target))
+	_, err := os.Stat(target)
+	must.NoError(t, err)
+	must.NoError(t, f.unstage())
+}
+
+func TestNodePublishReadOnly(t *testing.T) {
+	requireRoot(t)
+	cases := []struct {
+		name     string
+		mode     csi.VolumeCapability_AccessMode_Mode
+		readonly bool
+		wantRO   bool
+	}{
+		{name: "writer", mode: snw, readonly: false, wantRO: false},
+		{name: "writer published read-only", mode: snw, readonly: true, wantRO: true},
+		{name: "single node reader only", mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY, wantRO: true},
+		{name: "multi node reader only", mode: csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY, wantRO: true},
+		{name: "multi node multi writer", mode: csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER, wantRO: false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newNodeFixture(t, tc.mode)
+			must.NoError(t, f.stage())
+			must.NoError(t, f.publish("t", tc.readonly))
+			err := os.WriteFile(filepath.Join(f.paths, "t", "file"), []byte("x"), 0o644)
+			if tc.wantRO {
+				must.True(t, errors.Is(err, syscall.EROFS), must.Sprintf("want EROFS, got %v", err))
+			} else {
+				must.NoError(t, err)
+			}
+			must.NoError(t, f.unpublish("t"))
+			must.NoError(t, f.unstage())
+		})
+	}
+}
+
+// Two node plugins sharing a root are two Berth client nodes on one
+// machine: a single-node volume in use on one is refused to the other.
+func TestNodeSecondNodeConflict(t *testing.T) {
+	requireRoot(t)
+	ctx := context.Background()
+
+	t.Run("controller-created volume", func(t *testing.T) {
+		f := newNodeFixture(t, snw)
+		b := startPlugin(t, Config{NodeID: "b", Root: f.tp.p.cfg.Root, Mode: ModeNode})
+		must.NoError(t, f.stage())
+
+		_, err := f.tp.ctrl.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{VolumeId: f.vol, NodeId: "b", VolumeCapability: f.cap})
+		mustCode(t, err, codes.FailedPrecondition, f.vol, `node "a"`)
+
+		stagingB := filepath.Join(filepath.Dir(f.staging), "staging-b")
+		_, err = b.node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: f.vol, StagingTargetPath: stagingB, VolumeCapability: f.cap})
+		mustCode(t, err, codes.FailedPrecondition, f.vol, `node "a"`)
+		must.EqOp(t, 0, mountCount(t, stagingB))
+	})
+
+	cases := []struct {
+		mode         csi.VolumeCapability_AccessMode_Mode
+		wantConflict bool
+	}{
+		{csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, true},
+		{csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY, true},
+		{csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER, true},
+		{csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER, true},
+		{csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY, false},
+		{csi.VolumeCapability_AccessMode_MULTI_NODE_SINGLE_WRITER, false},
+		{csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER, false},
+	}
+	for _, tc := range cases {
+		t.Run("static volume "+tc.mode.String(), func(t *testing.T) {
+			root := mountRoot(t)
+			shared := filepath.Join(root, "plugin")
+			a := startPlugin(t, Config{NodeID: "a", Root: shared, Mode: ModeNode})
+			b := startPlugin(t, Config{NodeID: "b", Root: shared, Mode: ModeNode})
+			stage := func(tp *testPlugin, dir string) error {
+				path := filepath.Join(root, dir)
+				must.NoError(t, os.MkdirAll(path, 0o750))
+				_, err := tp.node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: "static-1", StagingTargetPath: path, VolumeCapability: mountCap(tc.mode)})
+				return err
+			}
+			must.NoError(t, stage(a, "stage-a"), must.Sprint("a node-only plugin creates a static volume on first use"))
+			err := stage(b, "stage-b")
+			if !tc.wantConflict {
+				must.NoError(t, err)
+				return
+			}
+			mustCode(t, err, codes.FailedPrecondition, "static-1", `node "a"`, `node "b"`)
+
+			_, err = a.node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: "static-1", StagingTargetPath: filepath.Join(root, "stage-a")})
+			must.NoError(t, err)
+			must.NoError(t, stage(b, "stage-b"), must.Sprint("once node a released it, node b may stage it"))
+		})
+	}
+}
+
+// SINGLE_NODE_SINGLE_WRITER allows one target path on the node.
+func TestNodeSingleWriterOneTarget(t *testing.T) {
+	requireRoot(t)
+	f := newNodeFixture(t, csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER)
+	must.NoError(t, f.stage())
+	must.NoError(t, f.publish("t1", false))
+	mustCode(t, f.publish("t2", true), codes.FailedPrecondition, f.vol, "one target path")
+	must.NoError(t, f.unpublish("t1"))
+	must.NoError(t, f.publish("t2", false))
+	must.NoError(t, f.unpublish("t2"))
+	must.NoError(t, f.unstage())
+}
+
+// A restarted plugin knows its volumes, stages and publishes: repeated calls
+// are idempotent against the existing mounts, conflicts still hold, and
+// unpublish removes what the first run created.
+func TestNodeRestartKeepsState(t *testing.T) {
+	requireRoot(t)
+	ctx := context.Background()
+	f := newNodeFixture(t, snw)
+	target := filepath.Join(f.paths, "t")
+	must.NoError(t, f.stage())
+	must.NoError(t, f.publish("t", false))
+	f.tp.stop()
+
+	cfg := f.tp.p.cfg
+	cfg.Logger = nil
+	f.tp = startPlugin(t, cfg)
+	startPlugin(t, Config{NodeID: "b", Root: cfg.Root, Mode: ModeNode})
+
+	list, err := f.tp.ctrl.ListVolumes(ctx, &csi.ListVolumesRequest{})
+	must.NoError(t, err)
+	must.SliceLen(t, 1, list.GetEntries())
+	must.Eq(t, []string{"a"}, list.GetEntries()[0].GetStatus().GetPublishedNodeIds())
+
+	must.NoError(t, f.stage())
+	must.NoError(t, f.publish("t", false))
+	must.EqOp(t, 1, mountCount(t, f.staging))
+	must.EqOp(t, 1, mountCount(t, target))
+	_, err = f.tp.ctrl.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{VolumeId: f.vol, NodeId: "b", VolumeCapability: f.cap})
+	mustCode(t, err, codes.FailedPrecondition, f.vol, `node "a"`)
+	_, err = f.tp.node.NodeGetVolumeStats(ctx, &csi.NodeGetVolumeStatsRequest{VolumeId: f.vol, VolumePath: target})
+	must.NoError(t, err)
+
+	must.NoError(t, f.unpublish("t"))
+	_, err = os.Stat(target)
+	must.True(t, os.IsNotExist(err))
+	must.NoError(t, f.unstage())
+	must.SliceEmpty(t, mountsUnder(t, filepath.Dir(f.staging)))
+}
+
+// A mount that the state does not record (the plugin died between mounting
+// and recording) is adopted when it shows the volume, and unpublish cleans
+// it up.
+func TestNodeAdoptsUnrecordedMount(t *testing.T) {
+	requireRoot(t)
+	f := newNodeFixture(t, snw)
+	must.NoError(t, f.stage())
+	target := filepath.Join(f.paths, "t")
+	must.NoError(t, os.Mkdir(target, 0o750))
+	must.NoError(t, bindMount(f.staging, target, false))
+
+	must.NoError(t, f.publish("t", false))
+	must.EqOp(t, 1, mountCount(t, target), must.Sprint("no second mount is stacked"))
+	must.NoError(t, f.unpublish("t"))
+	must.EqOp(t, 0, mountCount(t, target))
+
+	// Something else mounted at the target is in the way.
+	other := t.TempDir()
+	must.NoError(t, bindMount(other, target, false))
+	mustCode(t, f.publish("t", false), codes.AlreadyExists, f.vol, target)
+	must.NoError(t, f.unpublish("t"), must.Sprint("unpublish leaves a foreign mount alone"))
+	must.EqOp(t, 1, mountCount(t, target))
+	_, err := unmountAll(target)
+	must.NoError(t, err)
+	must.NoError(t, f.unstage())
+}
+
+func TestFencingDropsNodeRecords(t *testing.T) {
+	requireRoot(t)
+	ctx := context.Background()
+	f := newNodeFixture(t, snw)
+	b := startPlugin(t, Config{NodeID: "b", Root: f.tp.p.cfg.Root, Mode: ModeNode})
+	must.NoError(t, f.stage())
+	must.NoError(t, f.publish("t", false))
+
+	// Node a is "down": the CO fences it with a controller unpublish.
+	_, err := f.tp.ctrl.ControllerUnpublishVolume(ctx, &csi.ControllerUnpublishVolumeRequest{VolumeId: f.vol, NodeId: "a"})
+	must.NoError(t, err)
+	resp, err := f.tp.ctrl.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{VolumeId: f.vol, NodeId: "b", VolumeCapability: f.cap})
+	must.NoError(t, err)
+	stagingB := filepath.Join(filepath.Dir(f.staging), "staging-b")
+	must.NoError(t, os.Mkdir(stagingB, 0o750))
+	_, err = b.node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: f.vol, StagingTargetPath: stagingB, VolumeCapability: f.cap, PublishContext: resp.GetPublishContext()})
+	must.NoError(t, err)
+
+	// Node a comes back and cleans up: the mounts go, without error.
+	must.NoError(t, f.unpublish("t"))
+	must.NoError(t, f.unstage())
+	must.EqOp(t, 0, mountCount(t, f.staging))
+	_, err = b.node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: f.vol, StagingTargetPath: stagingB})
+	must.NoError(t, err)
+}
