@@ -196,6 +196,8 @@ func TestOperator_AddAndRemovePeer(t *testing.T) {
 	var cfg structs.RaftConfigurationResponse
 	must.NoError(t, s1.RPC("Operator.RaftGetConfiguration", &structs.GenericRequest{}, &cfg))
 	must.SliceLen(t, 2, cfg.Servers)
+	names := []string{cfg.Servers[0].NodeName, cfg.Servers[1].NodeName}
+	must.SliceContainsAll(t, []string{"server-0", "server-1"}, names)
 
 	must.NoError(t, s1.RPC("Operator.RaftRemovePeer", &structs.RaftPeerRequest{ID: s2.ID()}, &structs.GenericResponse{}))
 	must.NoError(t, s1.RPC("Operator.RaftGetConfiguration", &structs.GenericRequest{}, &cfg))

@@ -1,7 +1,9 @@
 package nomad
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -32,10 +34,25 @@ func (op *Operator) RaftGetConfiguration(args *structs.GenericRequest, reply *st
 			Address:  string(srv.Address),
 			Leader:   srv.Address == leaderAddr,
 			Voter:    srv.Suffrage == raft.Voter,
-			NodeName: string(srv.ID),
+			NodeName: op.peerName(string(srv.ID), string(srv.Address)),
 		})
 	}
 	return nil
+}
+
+// peerName asks a peer for its node name (Raft stores only IDs and
+// addresses); an unreachable peer shows as "(unreachable)".
+func (op *Operator) peerName(id, addr string) string {
+	if id == op.srv.config.NodeID {
+		return op.srv.config.NodeName
+	}
+	ctx, cancel := context.WithTimeout(op.srv.ctx, time.Second)
+	defer cancel()
+	var ping structs.PingResponse
+	if err := op.srv.pool.RPC(ctx, addr, "Status.Ping", &structs.GenericRequest{}, &ping); err != nil || ping.ServerID != id {
+		return "(unreachable)"
+	}
+	return ping.Name
 }
 
 // RaftAddPeer adds a voter. The new server must already be running with

@@ -14,6 +14,7 @@ type Status struct {
 func (st *Status) Ping(args *structs.GenericRequest, reply *structs.PingResponse) error {
 	reply.ServerID = st.srv.config.NodeID
 	reply.Addr = st.srv.rpcAdvert
+	reply.Name = st.srv.config.NodeName
 	return nil
 }
 

@@ -126,6 +126,8 @@ type PingResponse struct {
 	ServerID string
 	// Addr is the server's advertised RPC (and Raft) address.
 	Addr string
+	// Name is the server's node name.
+	Name string
 }
 
 // RPCInfo is what the forwarding half of every endpoint needs to know.
