@@ -1,0 +1,510 @@
+package api
+
+import (
+	"strconv"
+	"time"
+)
+
+// CSIVolumeAccessMode is how many nodes may use a volume, and how.
+type CSIVolumeAccessMode string
+
+// Access modes. The first five are Nomad's; the single-node-single-writer
+// and single-node-multi-writer modes of CSI 1.5 are Berth additions.
+const (
+	CSIVolumeAccessModeUnknown                CSIVolumeAccessMode = ""
+	CSIVolumeAccessModeSingleNodeReader       CSIVolumeAccessMode = "single-node-reader-only"
+	CSIVolumeAccessModeSingleNodeWriter       CSIVolumeAccessMode = "single-node-writer"
+	CSIVolumeAccessModeMultiNodeReader        CSIVolumeAccessMode = "multi-node-reader-only"
+	CSIVolumeAccessModeMultiNodeSingleWriter  CSIVolumeAccessMode = "multi-node-single-writer"
+	CSIVolumeAccessModeMultiNodeMultiWriter   CSIVolumeAccessMode = "multi-node-multi-writer"
+	CSIVolumeAccessModeSingleNodeSingleWriter CSIVolumeAccessMode = "single-node-single-writer"
+	CSIVolumeAccessModeSingleNodeMultiWriter  CSIVolumeAccessMode = "single-node-multi-writer"
+)
+
+// CSIVolumeAccessModes lists every known access mode, Nomad's first.
+var CSIVolumeAccessModes = []CSIVolumeAccessMode{
+	CSIVolumeAccessModeSingleNodeReader,
+	CSIVolumeAccessModeSingleNodeWriter,
+	CSIVolumeAccessModeMultiNodeReader,
+	CSIVolumeAccessModeMultiNodeSingleWriter,
+	CSIVolumeAccessModeMultiNodeMultiWriter,
+	CSIVolumeAccessModeSingleNodeSingleWriter,
+	CSIVolumeAccessModeSingleNodeMultiWriter,
+}
+
+// Valid reports whether m is a known, non-empty access mode.
+func (m CSIVolumeAccessMode) Valid() bool {
+	for _, k := range CSIVolumeAccessModes {
+		if m == k {
+			return true
+		}
+	}
+	return false
+}
+
+// ReadOnly reports whether the mode allows only readers.
+func (m CSIVolumeAccessMode) ReadOnly() bool {
+	return m == CSIVolumeAccessModeSingleNodeReader || m == CSIVolumeAccessModeMultiNodeReader
+}
+
+// SingleNode reports whether the mode allows only one node at a time.
+func (m CSIVolumeAccessMode) SingleNode() bool {
+	switch m {
+	case CSIVolumeAccessModeSingleNodeReader, CSIVolumeAccessModeSingleNodeWriter,
+		CSIVolumeAccessModeSingleNodeSingleWriter, CSIVolumeAccessModeSingleNodeMultiWriter:
+		return true
+	}
+	return false
+}
+
+// CSIVolumeAttachmentMode is how a volume appears to a task.
+type CSIVolumeAttachmentMode string
+
+// Attachment modes.
+const (
+	CSIVolumeAttachmentModeUnknown     CSIVolumeAttachmentMode = ""
+	CSIVolumeAttachmentModeBlockDevice CSIVolumeAttachmentMode = "block-device"
+	CSIVolumeAttachmentModeFilesystem  CSIVolumeAttachmentMode = "file-system"
+)
+
+// CSIVolumeAttachmentModes lists every known attachment mode.
+var CSIVolumeAttachmentModes = []CSIVolumeAttachmentMode{
+	CSIVolumeAttachmentModeFilesystem,
+	CSIVolumeAttachmentModeBlockDevice,
+}
+
+// Valid reports whether m is a known, non-empty attachment mode.
+func (m CSIVolumeAttachmentMode) Valid() bool {
+	return m == CSIVolumeAttachmentModeBlockDevice || m == CSIVolumeAttachmentModeFilesystem
+}
+
+// Volume types. Only CSI volumes exist in Berth's volume API.
+const (
+	CSIVolumeTypeCSI  = "csi"
+	CSIVolumeTypeHost = "host"
+)
+
+// CSIVolumeState is where a volume is in its own lifecycle (Berth only).
+type CSIVolumeState string
+
+// Volume states.
+const (
+	CSIVolumeStateReady    CSIVolumeState = "ready"
+	CSIVolumeStateCreating CSIVolumeState = "creating"
+	CSIVolumeStateDeleting CSIVolumeState = "deleting"
+)
+
+// CSIVolumeClaimMode is whether a claim reads or writes.
+type CSIVolumeClaimMode string
+
+// Claim modes.
+const (
+	CSIVolumeClaimRead  CSIVolumeClaimMode = "read"
+	CSIVolumeClaimWrite CSIVolumeClaimMode = "write"
+)
+
+// CSIClaimStep is where a claim is in Berth's claim protocol:
+//
+//	plan apply          client Claim RPC          all tasks exited, node unpublished
+//	──────────► reserved ───────────────► taken ──────────────────────────────► node-detached
+//	               │                                                                  │
+//	               │                                   controller unpublish (if needed)
+//	               │                                                                  ▼
+//	               └── alloc stopped before it ran ──────────────────────► controller-detached ──► freed
+type CSIClaimStep string
+
+// Claim steps.
+const (
+	CSIClaimReserved           CSIClaimStep = "reserved"
+	CSIClaimTaken              CSIClaimStep = "taken"
+	CSIClaimNodeDetached       CSIClaimStep = "node-detached"
+	CSIClaimControllerDetached CSIClaimStep = "controller-detached"
+	CSIClaimFreed              CSIClaimStep = "freed"
+)
+
+// CSIVolumes is the /v1/volumes and /v1/volume/csi/:id endpoints.
+type CSIVolumes struct{ c *Client }
+
+// CSIVolumes returns the CSI volume endpoints.
+func (c *Client) CSIVolumes() *CSIVolumes { return &CSIVolumes{c: c} }
+
+// List lists CSI volumes (GET /v1/volumes?type=csi). Filter by plugin or
+// node with q.Params "plugin_id" and "node_id".
+func (v *CSIVolumes) List(q *QueryOptions) ([]*CSIVolumeListStub, *QueryMeta, error) {
+	var resp []*CSIVolumeListStub
+	qm, err := v.c.query("/v1/volumes", &resp, withQueryParams(q, "type", "csi"))
+	if err != nil {
+		return nil, nil, err
+	}
+	return resp, qm, nil
+}
+
+// PluginList lists the volumes of one plugin.
+func (v *CSIVolumes) PluginList(pluginID string, q *QueryOptions) ([]*CSIVolumeListStub, *QueryMeta, error) {
+	return v.List(withQueryParams(q, "plugin_id", pluginID))
+}
+
+// Info reads one volume (GET /v1/volume/csi/:id).
+func (v *CSIVolumes) Info(id string, q *QueryOptions) (*CSIVolume, *QueryMeta, error) {
+	var resp CSIVolume
+	qm, err := v.c.query("/v1/volume/csi/"+id, &resp, q)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &resp, qm, nil
+}
+
+// Register registers an existing volume, or updates a registered one
+// (PUT /v1/volume/csi/:id {"Volumes": [vol]}).
+func (v *CSIVolumes) Register(vol *CSIVolume, w *WriteOptions) (*WriteMeta, error) {
+	_, wm, err := v.RegisterOpts(&CSIVolumeRegisterRequest{Volumes: []*CSIVolume{vol}}, w)
+	return wm, err
+}
+
+// RegisterOpts is Register with the whole request and response; the
+// response carries the server's warnings. The path names the first
+// volume.
+func (v *CSIVolumes) RegisterOpts(req *CSIVolumeRegisterRequest, w *WriteOptions) (*CSIVolumeRegisterResponse, *WriteMeta, error) {
+	id := ""
+	if len(req.Volumes) > 0 && req.Volumes[0] != nil {
+		id = req.Volumes[0].ID
+	}
+	var resp CSIVolumeRegisterResponse
+	wm, err := v.c.write("PUT", "/v1/volume/csi/"+id, req, &resp, w)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &resp, wm, nil
+}
+
+// Deregister removes a volume from Berth; the storage provider keeps it
+// (DELETE /v1/volume/csi/:id?force=). force drops the claims of
+// allocations that have stopped; it fails while allocations still run.
+func (v *CSIVolumes) Deregister(id string, force bool, w *WriteOptions) error {
+	_, err := v.c.write("DELETE", "/v1/volume/csi/"+id, nil, nil, withParam(w, "force", strconv.FormatBool(force)))
+	return err
+}
+
+// Detach releases a volume's claims on a node, for a node that cannot do
+// it itself (DELETE /v1/volume/csi/:id/detach?node=).
+func (v *CSIVolumes) Detach(volID, nodeID string, w *WriteOptions) error {
+	_, err := v.c.write("DELETE", "/v1/volume/csi/"+volID+"/detach", nil, nil, withParam(w, "node", nodeID))
+	return err
+}
+
+// Create makes a volume in the storage provider through the plugin's
+// controller and registers it (PUT /v1/volume/csi/:id/create).
+func (v *CSIVolumes) Create(vol *CSIVolume, w *WriteOptions) ([]*CSIVolume, *WriteMeta, error) {
+	resp, wm, err := v.CreateOpts(&CSIVolumeCreateRequest{Volumes: []*CSIVolume{vol}}, w)
+	if err != nil {
+		return nil, nil, err
+	}
+	return resp.Volumes, wm, nil
+}
+
+// CreateOpts is Create with the whole request and response.
+func (v *CSIVolumes) CreateOpts(req *CSIVolumeCreateRequest, w *WriteOptions) (*CSIVolumeCreateResponse, *WriteMeta, error) {
+	id := ""
+	if len(req.Volumes) > 0 && req.Volumes[0] != nil {
+		id = req.Volumes[0].ID
+	}
+	var resp CSIVolumeCreateResponse
+	wm, err := v.c.write("PUT", "/v1/volume/csi/"+id+"/create", req, &resp, w)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &resp, wm, nil
+}
+
+// Delete deletes a volume in the storage provider and deregisters it
+// (DELETE /v1/volume/csi/:id/delete).
+func (v *CSIVolumes) Delete(id string, w *WriteOptions) error {
+	return v.DeleteOpts(&CSIVolumeDeleteRequest{ExternalVolumeID: id}, w)
+}
+
+// DeleteOpts is Delete with secrets for the plugin, sent in the
+// X-Nomad-CSI-Secrets header.
+func (v *CSIVolumes) DeleteOpts(req *CSIVolumeDeleteRequest, w *WriteOptions) error {
+	var headers map[string]string
+	if len(req.Secrets) > 0 {
+		headers = map[string]string{CSISecretsHeader: EncodeCSISecrets(req.Secrets)}
+	}
+	_, err := v.c.writeWithHeaders("DELETE", "/v1/volume/csi/"+req.ExternalVolumeID+"/delete", headers, nil, nil, w)
+	return err
+}
+
+// CSIMountOptions are file system options for a mount. MountFlags may
+// hold secrets; the API returns them redacted.
+type CSIMountOptions struct {
+	FSType     string
+	MountFlags []string
+}
+
+// CSISecrets are credentials passed to a plugin. The API never returns
+// them.
+type CSISecrets map[string]string
+
+// CSIVolumeCapability is one (access mode, attachment mode) pair a volume
+// supports.
+type CSIVolumeCapability struct {
+	AccessMode     CSIVolumeAccessMode
+	AttachmentMode CSIVolumeAttachmentMode
+}
+
+// CSITopology is one set of topology segments, e.g. {"zone": "a"}.
+type CSITopology struct {
+	Segments map[string]string
+}
+
+// CSITopologyRequest is where a volume must (Required) or should
+// (Preferred) be accessible.
+type CSITopologyRequest struct {
+	Required  []*CSITopology
+	Preferred []*CSITopology
+}
+
+// CSIVolume is a volume as the HTTP API carries it. The fields up to
+// ModifyTime are Nomad's; State, Claims and PastClaims are Berth's, and
+// Nomad's client ignores them.
+type CSIVolume struct {
+	ID         string
+	Name       string
+	ExternalID string // the storage provider's ID; ID is used when empty
+	Namespace  string
+
+	// Topologies are where the volume is accessible, as the provider said.
+	Topologies          []*CSITopology
+	RequestedTopologies *CSITopologyRequest
+
+	// AccessMode and AttachmentMode are those of the current claims.
+	AccessMode     CSIVolumeAccessMode
+	AttachmentMode CSIVolumeAttachmentMode
+	MountOptions   *CSIMountOptions
+	Secrets        CSISecrets
+	Parameters     map[string]string
+	Context        map[string]string
+	Capacity       int64 // bytes
+
+	RequestedCapacityMin  int64 // bytes
+	RequestedCapacityMax  int64 // bytes
+	RequestedCapabilities []*CSIVolumeCapability
+	CloneID               string
+	SnapshotID            string
+
+	// ReadAllocs and WriteAllocs map the IDs of the allocs that hold
+	// claims to nil; Allocations has their stubs.
+	ReadAllocs  map[string]*Allocation
+	WriteAllocs map[string]*Allocation
+	Allocations []*AllocationListStub
+
+	// Schedulable and the counts below are the plugin's health, copied
+	// onto the volume when it is read.
+	Schedulable         bool
+	PluginID            string
+	Provider            string
+	ProviderVersion     string
+	ControllerRequired  bool
+	ControllersHealthy  int
+	ControllersExpected int
+	NodesHealthy        int
+	NodesExpected       int
+	// ResourceExhausted is when the provider last ran out of room; null
+	// when it never did.
+	ResourceExhausted *time.Time
+
+	CreateIndex uint64
+	ModifyIndex uint64
+	CreateTime  int64 // unix ns
+	ModifyTime  int64 // unix ns
+
+	// State is where the volume is in its lifecycle (Berth only).
+	State CSIVolumeState `json:",omitempty"`
+	// Claims are the live claims, oldest first (Berth only).
+	Claims []*CSIVolumeClaim `json:",omitempty"`
+	// PastClaims are recently freed claims, newest last (Berth only).
+	PastClaims []*CSIVolumeClaim `json:",omitempty"`
+}
+
+// CSIVolumeClaim is one alloc's claim on a volume and how far it got
+// (Berth only; Nomad keeps claims out of its API).
+type CSIVolumeClaim struct {
+	AllocID        string
+	JobID          string
+	NodeID         string
+	ExternalNodeID string // the plugin's ID for the node
+	Mode           CSIVolumeClaimMode
+	AccessMode     CSIVolumeAccessMode
+	AttachmentMode CSIVolumeAttachmentMode
+	ReadOnly       bool
+	Step           CSIClaimStep
+	// LastError is the last failure releasing the claim; Attempts counts
+	// the tries and NextRetry (unix ns, 0 when not waiting) is the next.
+	LastError string
+	Attempts  int
+	NextRetry int64
+	// ReleaseReason says why a claim was freed outside the normal path,
+	// e.g. "detach -force".
+	ReleaseReason string
+	CreateTime    int64 // unix ns
+	ModifyTime    int64 // unix ns
+}
+
+// CSIVolumeListStub is the list view of a volume. State and Claims are
+// Berth's additions.
+type CSIVolumeListStub struct {
+	ID                  string
+	Namespace           string
+	Name                string
+	ExternalID          string
+	Topologies          []*CSITopology
+	AccessMode          CSIVolumeAccessMode
+	AttachmentMode      CSIVolumeAttachmentMode
+	CurrentReaders      int
+	CurrentWriters      int
+	Schedulable         bool
+	PluginID            string
+	Provider            string
+	ControllerRequired  bool
+	ControllersHealthy  int
+	ControllersExpected int
+	NodesHealthy        int
+	NodesExpected       int
+	ResourceExhausted   *time.Time
+	CreateIndex         uint64
+	ModifyIndex         uint64
+
+	// State is where the volume is in its lifecycle (Berth only).
+	State CSIVolumeState `json:",omitempty"`
+	// Claims counts the live claims (Berth only).
+	Claims int `json:",omitempty"`
+}
+
+// CSIVolumeRegisterRequest is the body of PUT /v1/volume/csi/:id.
+type CSIVolumeRegisterRequest struct {
+	Volumes []*CSIVolume
+}
+
+// CSIVolumeRegisterResponse answers a volume registration.
+type CSIVolumeRegisterResponse struct {
+	Volumes  []*CSIVolume
+	Warnings string
+}
+
+// CSIVolumeCreateRequest is the body of PUT /v1/volume/csi/:id/create.
+type CSIVolumeCreateRequest struct {
+	Volumes []*CSIVolume
+}
+
+// CSIVolumeCreateResponse answers a volume creation with the volumes as
+// created (their external IDs, capacity and topologies filled in).
+type CSIVolumeCreateResponse struct {
+	Volumes  []*CSIVolume
+	Warnings string `json:",omitempty"`
+}
+
+// CSIVolumeDeleteRequest names a volume to delete and the secrets the
+// plugin needs to delete it.
+type CSIVolumeDeleteRequest struct {
+	ExternalVolumeID string
+	Secrets          CSISecrets
+}
+
+// CSIPlugins is the /v1/plugins and /v1/plugin/csi/:id endpoints.
+type CSIPlugins struct{ c *Client }
+
+// CSIPlugins returns the CSI plugin endpoints.
+func (c *Client) CSIPlugins() *CSIPlugins { return &CSIPlugins{c: c} }
+
+// List lists CSI plugins (GET /v1/plugins?type=csi).
+func (p *CSIPlugins) List(q *QueryOptions) ([]*CSIPluginListStub, *QueryMeta, error) {
+	var resp []*CSIPluginListStub
+	qm, err := p.c.query("/v1/plugins", &resp, withQueryParams(q, "type", "csi"))
+	if err != nil {
+		return nil, nil, err
+	}
+	return resp, qm, nil
+}
+
+// Info reads one plugin (GET /v1/plugin/csi/:id).
+func (p *CSIPlugins) Info(id string, q *QueryOptions) (*CSIPlugin, *QueryMeta, error) {
+	var resp CSIPlugin
+	qm, err := p.c.query("/v1/plugin/csi/"+id, &resp, q)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &resp, qm, nil
+}
+
+// CSIPlugin is a CSI plugin and its instances across the cluster.
+type CSIPlugin struct {
+	ID                 string
+	Provider           string
+	Version            string
+	ControllerRequired bool
+	// Controllers and Nodes map node IDs to the instance on that node.
+	Controllers         map[string]*CSIInfo
+	Nodes               map[string]*CSIInfo
+	Allocations         []*AllocationListStub
+	ControllersHealthy  int
+	ControllersExpected int
+	NodesHealthy        int
+	NodesExpected       int
+	CreateIndex         uint64
+	ModifyIndex         uint64
+	CreateTime          int64 // unix ns
+	ModifyTime          int64 // unix ns
+}
+
+// CSIPluginListStub is the list view of a plugin.
+type CSIPluginListStub struct {
+	ID                  string
+	Provider            string
+	ControllerRequired  bool
+	ControllersHealthy  int
+	ControllersExpected int
+	NodesHealthy        int
+	NodesExpected       int
+	CreateIndex         uint64
+	ModifyIndex         uint64
+}
+
+// CSIInfo is one plugin instance's fingerprint on one node.
+type CSIInfo struct {
+	PluginID                 string
+	AllocID                  string
+	Healthy                  bool
+	HealthDescription        string
+	UpdateTime               time.Time
+	RequiresControllerPlugin bool
+	RequiresTopologies       bool
+	ControllerInfo           *CSIControllerInfo `json:",omitempty"`
+	NodeInfo                 *CSINodeInfo       `json:",omitempty"`
+}
+
+// CSIControllerInfo is what a controller's ControllerGetCapabilities said.
+type CSIControllerInfo struct {
+	SupportsCreateDelete             bool
+	SupportsAttachDetach             bool
+	SupportsListVolumes              bool
+	SupportsGetCapacity              bool
+	SupportsCreateDeleteSnapshot     bool
+	SupportsListSnapshots            bool
+	SupportsClone                    bool
+	SupportsReadOnlyAttach           bool
+	SupportsExpand                   bool
+	SupportsListVolumesAttachedNodes bool
+	SupportsCondition                bool
+	SupportsGet                      bool
+}
+
+// CSINodeInfo is what a node plugin's NodeGetInfo and NodeGetCapabilities
+// said.
+type CSINodeInfo struct {
+	ID                      string // the plugin's ID for the node
+	MaxVolumes              int64  // 0 means no limit
+	AccessibleTopology      *CSITopology
+	RequiresNodeStageVolume bool
+	SupportsStats           bool
+	SupportsExpand          bool
+	SupportsCondition       bool
+}
