@@ -22,8 +22,9 @@ type importRule struct {
 
 var importRules = []importRule{
 	{"cmd/berth", []string{"command"}, "main only dispatches to command"},
-	{"command", []string{"api", "jobspec", "helper", "command/agent", "plugins/csi/hostpath"},
-		"the CLI speaks the HTTP API; only command/agent wires the server and client"},
+	{"command", []string{"api", "jobspec", "helper", "command/agent", "plugins/csi/hostpath", "plugins/drivers/executor"},
+		"the CLI speaks the HTTP API; only command/agent wires the server and client; " +
+			"built-in plugins and the task executor run from the same binary"},
 	{"command/agent", []string{"api", "jobspec", "helper", "nomad", "client", "plugins"}, "the agent wires everything"},
 	{"api", nil, "api is usable by outsiders: nothing internal"},
 	{"jobspec", []string{"api"}, "jobspecs become api types"},

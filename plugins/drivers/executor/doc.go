@@ -1,0 +1,32 @@
+// Package executor runs one task in a small detached process, so that the
+// task outlives the client that started it. The raw_exec and exec drivers
+// use it; the executor itself is Berth's own binary run as `berth executor
+// <spec file>` (Main), or a test binary whose TestMain calls
+// RunIfExecutor.
+//
+// Processes, and who waits for whom:
+//
+//	client ──Launch──► executor (own session: setsid) ──fork──► task (own process group)
+//	   │                  │  reports task pid + start time on fd 3, then
+//	   │                  │  waits for the task, kills what it left in its group,
+//	   │                  │  writes status.json, exits
+//	   └── Wait: pidfd on the executor (or /proc polling), then status.json
+//
+// Files, in the directory Launch is given (one per task start):
+//
+//	spec.json      the Spec (mode 0600: the task's environment)
+//	status.json    the task's Status, written atomically once it has exited
+//	executor.log   the executor's own log
+//
+// A client persists the Process's State (executor and task pids with their
+// start times from /proc/<pid>/stat, and the status file's path). After a
+// restart, Attach re-attaches: a live executor means a running task; a
+// status file means a task that ended meanwhile, and how; a task left
+// running by an executor killed by hand is followed to its end, with an
+// unknown exit status; nothing at all is ErrGone. A pid whose start time
+// differs is a reused pid, not the task.
+//
+// With Spec.Isolation, the executor first builds the task's root in a
+// private mount namespace (see isolate.go and package exec's doc for the
+// layout) and the task is chrooted into it.
+package executor
