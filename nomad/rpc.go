@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/rpc"
-	"strings"
 	"sync"
 	"time"
 
@@ -55,7 +54,7 @@ func (s *Server) handleConn(ctx context.Context, conn net.Conn) {
 	conn.SetReadDeadline(time.Time{})
 	switch b[0] {
 	case rpcByteRPC:
-		s.serveRPC(ctx, conn)
+		s.serveRPC(conn)
 	case rpcByteRaft:
 		s.raftLayer.handoff(ctx, conn)
 	default:
@@ -64,20 +63,13 @@ func (s *Server) handleConn(ctx context.Context, conn net.Conn) {
 	}
 }
 
-func (s *Server) serveRPC(ctx context.Context, conn net.Conn) {
+func (s *Server) serveRPC(conn net.Conn) {
 	s.trackConn(conn, true)
 	defer s.trackConn(conn, false)
-	codec := newMsgpackCodec(conn)
-	for ctx.Err() == nil {
-		if err := s.rpcServer.ServeRequest(codec); err != nil {
-			if !isClosedConnErr(err) {
-				s.logger.Debug("rpc connection ended", "remote", conn.RemoteAddr(), "error", err)
-			}
-			codec.Close()
-			return
-		}
-	}
-	codec.Close()
+	// ServeCodec runs each request in its own goroutine, so a blocking
+	// query never holds up a heartbeat sent on the same connection. It
+	// returns when the connection closes (Shutdown closes tracked conns).
+	s.rpcServer.ServeCodec(newMsgpackCodec(conn))
 }
 
 // trackConn remembers open RPC connections so Shutdown can close them and
@@ -98,11 +90,6 @@ func (s *Server) closeConns() {
 	for c := range s.conns {
 		c.Close()
 	}
-}
-
-func isClosedConnErr(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) ||
-		errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(err.Error(), "connection reset by peer")
 }
 
 // raftLayer is a raft.StreamLayer over the shared RPC port: inbound Raft
