@@ -58,6 +58,23 @@ type Config struct {
 	// before failing with "no cluster leader".
 	RPCHoldTimeout time.Duration
 
+	// NumSchedulers is how many scheduler workers the leader runs. Zero
+	// runs none: evals stay pending (for tests that inspect them).
+	NumSchedulers int
+	// HeartbeatTTL is how often clients must heartbeat (Node.UpdateStatus
+	// tells them). The leader marks a node down when HeartbeatTTL plus
+	// HeartbeatGrace pass without one; a new leader gives every node that
+	// long from its first pass.
+	HeartbeatTTL   time.Duration
+	HeartbeatGrace time.Duration
+	// EvalDeliveryLimit is how many times an eval is handed to a worker
+	// before it is marked failed; EvalNackDelay is the wait before a
+	// failed attempt is handed out again.
+	EvalDeliveryLimit int
+	EvalNackDelay     time.Duration
+	// FailedEvalFollowUpDelay is when the follow-up of a failed eval runs.
+	FailedEvalFollowUpDelay time.Duration
+
 	Logger    hclog.Logger
 	LogOutput io.Writer
 }
@@ -77,7 +94,15 @@ func DefaultConfig() *Config {
 		RaftConfig:         rc,
 		RaftTimeout:        10 * time.Second,
 		RPCHoldTimeout:     5 * time.Second,
-		Logger:             hclog.NewNullLogger(),
-		LogOutput:          io.Discard,
+
+		NumSchedulers:           2,
+		HeartbeatTTL:            10 * time.Second,
+		HeartbeatGrace:          10 * time.Second,
+		EvalDeliveryLimit:       3,
+		EvalNackDelay:           time.Second,
+		FailedEvalFollowUpDelay: time.Minute,
+
+		Logger:    hclog.NewNullLogger(),
+		LogOutput: io.Discard,
 	}
 }

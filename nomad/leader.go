@@ -64,7 +64,11 @@ func (s *Server) revokeLeadership() {
 // leaderDuties lists the loops that run only on the leader. Each returns
 // when its context is cancelled.
 func (s *Server) leaderDuties() []func(context.Context) {
-	return nil
+	return []func(context.Context){
+		// Eval feeder, broker, workers, plan applier, blocked evals,
+		// heartbeats, node watcher, drainer (scheduling.go).
+		s.runScheduling,
+	}
 }
 
 // waitForLeader waits up to RPCHoldTimeout for a leader to be known.

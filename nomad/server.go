@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -58,6 +59,11 @@ type Server struct {
 	leaderLock   sync.Mutex
 	leaderCancel context.CancelFunc
 	leaderWG     sync.WaitGroup
+
+	// sched is the current term's scheduling machinery (eval broker,
+	// blocked evals, plan queue, heartbeat deadlines); nil when not
+	// running leader duties. See scheduling.go.
+	sched atomic.Pointer[scheduling]
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -124,13 +130,13 @@ func NewServer(config *Config) (*Server, error) {
 		cancel()
 		return nil, err
 	}
-	s.wg.Add(1)
-	go s.listen(ctx)
-
 	if err := s.setupRaft(); err != nil {
 		s.Shutdown()
 		return nil, err
 	}
+	// Accept connections only once Raft exists: every endpoint consults it.
+	s.wg.Add(1)
+	go s.listen(ctx)
 	s.wg.Add(1)
 	go s.monitorLeadership(ctx)
 	if config.BootstrapExpect > 0 {
@@ -247,8 +253,13 @@ func (s *Server) registerEndpoints() error {
 // endpoints lists every RPC endpoint by name.
 func (s *Server) endpoints() map[string]any {
 	return map[string]any{
-		"Status":   &Status{srv: s},
-		"Operator": &Operator{srv: s},
-		"Node":     &NodeEndpoint{srv: s},
+		"Status":    &Status{srv: s},
+		"Operator":  &Operator{srv: s},
+		"Node":      &NodeEndpoint{srv: s},
+		"Job":       &JobEndpoint{srv: s},
+		"Alloc":     &AllocEndpoint{srv: s},
+		"Eval":      &EvalEndpoint{srv: s},
+		"CSIVolume": &CSIVolumeEndpoint{srv: s},
+		"CSIPlugin": &CSIPluginEndpoint{srv: s},
 	}
 }

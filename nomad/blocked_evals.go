@@ -1,0 +1,360 @@
+package nomad
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/berth-io/berth/helper"
+	"github.com/berth-io/berth/nomad/state"
+	"github.com/berth-io/berth/nomad/structs"
+)
+
+// blockedEvals tracks the blocked evals of one leadership term — evals
+// whose placements did not fit — at most one per job, and decides when to
+// retry them: when capacity may have grown since their scheduler read
+// the state.
+//
+//	feeder sees a blocked eval ──► Track ──► capacity grew since its snapshot? ──yes──► unblock
+//	                                              │ no
+//	                                              ▼
+//	           CapacityChanged(index) ──► every tracked eval planned before index ──► unblock
+//
+// Unblocking writes, in one Raft entry, the blocked eval as canceled and
+// a new pending eval (TriggeredBy queued-allocs, PreviousEval the blocked
+// one), which the feeder hands to the broker. A second blocked eval for a
+// job cancels the older one.
+//
+// What counts as "capacity may have grown" is decided by the watchers
+// (watchCapacity for allocs, volumes and plugins; watchNodes for nodes):
+// a node that became schedulable or changed its fingerprint, an alloc
+// that stopped, a volume registered or a claim freed, a plugin's health
+// changed. Placements alone never unblock anything.
+//
+// A scheduler's snapshot index is known only for evals its worker
+// created in this term (Hint); any other blocked eval (a previous
+// leader's) counts as planned at index 0, so the first capacity signal —
+// the watchers send one when the term starts — retries it. That costs one
+// extra eval per blocked job per failover, and never misses a change.
+type blockedEvals struct {
+	// mu guards every field below.
+	mu       sync.Mutex
+	byJob    map[jobKey]*blockedEntry
+	hints    map[string]uint64 // eval ID → index its scheduler planned at
+	capacity uint64            // last index at which capacity may have grown
+	unblock  []*structs.Evaluation
+	cancel   []*structs.Evaluation // older blocked evals of a job
+	notify   chan struct{}         // cap 1: work for the unblocker
+}
+
+type blockedEntry struct {
+	eval      *structs.Evaluation
+	snapIndex uint64
+}
+
+func newBlockedEvals() *blockedEvals {
+	return &blockedEvals{
+		byJob:  map[jobKey]*blockedEntry{},
+		hints:  map[string]uint64{},
+		notify: make(chan struct{}, 1),
+	}
+}
+
+// Hint records the state index the scheduler of blocked eval evalID
+// planned at. Call it before writing the eval.
+func (b *blockedEvals) Hint(evalID string, snapIndex uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.hints[evalID] = snapIndex
+}
+
+// DropHint forgets a hint whose eval was never written.
+func (b *blockedEvals) DropHint(evalID string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.hints, evalID)
+}
+
+// Track starts tracking a blocked eval.
+func (b *blockedEvals) Track(e *structs.Evaluation) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	key := evalJob(e)
+	snap := b.hints[e.ID]
+	delete(b.hints, e.ID)
+	if cur := b.byJob[key]; cur != nil {
+		if cur.eval.ID == e.ID {
+			return
+		}
+		if cur.eval.CreateIndex > e.CreateIndex {
+			b.cancel = append(b.cancel, e)
+			b.signalLocked()
+			return
+		}
+		b.cancel = append(b.cancel, cur.eval)
+	}
+	b.byJob[key] = &blockedEntry{eval: e, snapIndex: snap}
+	if b.capacity > snap {
+		b.unblockLocked(key)
+	}
+	b.signalLocked()
+}
+
+// Untrack stops tracking e (it is no longer blocked).
+func (b *blockedEvals) Untrack(e *structs.Evaluation) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	key := evalJob(e)
+	if cur := b.byJob[key]; cur != nil && cur.eval.ID == e.ID {
+		delete(b.byJob, key)
+	}
+}
+
+// CapacityChanged says capacity may have grown at index: every tracked
+// eval planned before it is retried.
+func (b *blockedEvals) CapacityChanged(index uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.capacity = max(b.capacity, index)
+	for key, entry := range b.byJob {
+		if entry.snapIndex < index {
+			b.unblockLocked(key)
+		}
+	}
+	b.signalLocked()
+}
+
+func (b *blockedEvals) unblockLocked(key jobKey) {
+	b.unblock = append(b.unblock, b.byJob[key].eval)
+	delete(b.byJob, key)
+}
+
+func (b *blockedEvals) signalLocked() {
+	if len(b.unblock) == 0 && len(b.cancel) == 0 {
+		return
+	}
+	select {
+	case b.notify <- struct{}{}:
+	default:
+	}
+}
+
+// take returns and clears the evals to unblock and to cancel.
+func (b *blockedEvals) take() (unblock, cancel []*structs.Evaluation) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	unblock, cancel = b.unblock, b.cancel
+	b.unblock, b.cancel = nil, nil
+	return unblock, cancel
+}
+
+// Len is the number of tracked evals.
+func (b *blockedEvals) Len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.byJob)
+}
+
+// unblockEvals writes the tracker's decisions through Raft.
+func (s *Server) unblockEvals(ctx context.Context, sc *scheduling) {
+	logger := s.logger.Named("blocked_evals")
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sc.blocked.notify:
+		}
+		unblock, cancel := sc.blocked.take()
+		for attempt := 0; ; attempt++ {
+			err := s.writeUnblock(unblock, cancel)
+			if err == nil {
+				break
+			}
+			logger.Warn("unblocking evals failed; retrying", "error", err)
+			if !retryWait(ctx, attempt) {
+				return
+			}
+		}
+	}
+}
+
+// writeUnblock cancels each blocked eval of unblock that is still blocked
+// and creates its pending successor, and cancels each eval of cancel, in
+// one Raft entry.
+func (s *Server) writeUnblock(unblock, cancel []*structs.Evaluation) error {
+	snap, err := s.fsm.State().Snapshot()
+	if err != nil {
+		return err
+	}
+	now := time.Now().UnixNano()
+	var evals []*structs.Evaluation
+	stillBlocked := func(id string) (*structs.Evaluation, error) {
+		e, err := snap.EvalByID(nil, id)
+		if err != nil || e == nil || e.Status != structs.EvalStatusBlocked {
+			return nil, err
+		}
+		return e, nil
+	}
+	for _, b := range unblock {
+		cur, err := stillBlocked(b.ID)
+		if err != nil {
+			return err
+		}
+		if cur == nil {
+			continue
+		}
+		next := &structs.Evaluation{
+			ID:             helper.UUID(),
+			Namespace:      cur.Namespace,
+			Priority:       cur.Priority,
+			Type:           cur.Type,
+			TriggeredBy:    structs.EvalTriggerQueuedAllocs,
+			JobID:          cur.JobID,
+			JobModifyIndex: cur.JobModifyIndex,
+			Status:         structs.EvalStatusPending,
+			PreviousEval:   cur.ID,
+			CreateTime:     now,
+			ModifyTime:     now,
+		}
+		old := cur.Copy()
+		old.Status = structs.EvalStatusCancelled
+		old.StatusDescription = fmt.Sprintf("unblocked: capacity changed; retried by eval %s", helper.ShortID(next.ID))
+		old.NextEval = next.ID
+		old.ModifyTime = now
+		evals = append(evals, old, next)
+	}
+	for _, c := range cancel {
+		cur, err := stillBlocked(c.ID)
+		if err != nil {
+			return err
+		}
+		if cur == nil {
+			continue
+		}
+		old := cur.Copy()
+		old.Status = structs.EvalStatusCancelled
+		old.StatusDescription = "replaced by a newer blocked eval of the job"
+		old.ModifyTime = now
+		evals = append(evals, old)
+	}
+	if len(evals) == 0 {
+		return nil
+	}
+	_, _, err = s.raftApply(structs.EvalUpdateRequestType, &structs.EvalUpdateRequest{Evals: evals, Timestamp: now})
+	return err
+}
+
+// watchCapacity tells the tracker when allocs, volumes or plugins change
+// in a way that may let blocked evals place (capacityView.grew).
+func (s *Server) watchCapacity(ctx context.Context, sc *scheduling) {
+	logger := s.logger.Named("capacity_watcher")
+	var prev *capacityView
+	var index uint64
+	for attempt := 0; ; {
+		idx, err := s.waitForTables(ctx, index, state.TableAllocs, state.TableCSIVolumes, state.TableCSIPlugins)
+		if ctx.Err() != nil {
+			return
+		}
+		var cur *capacityView
+		grew := false
+		if err == nil {
+			cur, grew, err = readCapacity(s.fsm.State(), prev)
+		}
+		if err != nil {
+			logger.Warn("reading state failed; retrying", "error", err)
+			if !retryWait(ctx, attempt) {
+				return
+			}
+			attempt++
+			continue
+		}
+		if grew {
+			sc.blocked.CapacityChanged(cur.index())
+		}
+		attempt, index, prev = 0, max(idx, 1), cur
+	}
+}
+
+// capacityView is what watchCapacity remembers between passes.
+type capacityView struct {
+	allocs, volumes, plugins uint64 // table indexes
+	vols                     map[volumeKey]*structs.CSIVolume
+}
+
+type volumeKey struct{ ns, id string }
+
+func (v *capacityView) index() uint64 { return max(v.allocs, v.volumes, v.plugins) }
+
+// readCapacity reads the current view and whether capacity grew since
+// prev (always, on the first pass). When allocs changed it scans them
+// for ones stopped since prev: linear in the allocs table, once per
+// allocs write (a ModifyIndex index in the store would make it cheaper).
+func readCapacity(store *state.StateStore, prev *capacityView) (*capacityView, bool, error) {
+	snap, err := store.Snapshot()
+	if err != nil {
+		return nil, false, err
+	}
+	cur := &capacityView{vols: map[volumeKey]*structs.CSIVolume{}}
+	for _, t := range []struct {
+		table string
+		out   *uint64
+	}{{state.TableAllocs, &cur.allocs}, {state.TableCSIVolumes, &cur.volumes}, {state.TableCSIPlugins, &cur.plugins}} {
+		if *t.out, err = snap.Index(t.table); err != nil {
+			return nil, false, err
+		}
+	}
+	iter, err := snap.CSIVolumes(nil, structs.AllNamespaces)
+	if err != nil {
+		return nil, false, err
+	}
+	for raw := iter.Next(); raw != nil; raw = iter.Next() {
+		v := raw.(*structs.CSIVolume)
+		cur.vols[volumeKey{v.Namespace, v.ID}] = v
+	}
+	if prev == nil {
+		return cur, true, nil
+	}
+	if cur.plugins > prev.plugins || volumesGrew(prev.vols, cur.vols) {
+		return cur, true, nil
+	}
+	if cur.allocs > prev.allocs {
+		iter, err := snap.Allocs(nil)
+		if err != nil {
+			return nil, false, err
+		}
+		for raw := iter.Next(); raw != nil; raw = iter.Next() {
+			a := raw.(*structs.Allocation)
+			if a.ModifyIndex > prev.allocs && a.TerminalStatus() {
+				return cur, true, nil
+			}
+		}
+	}
+	return cur, false, nil
+}
+
+// volumesGrew reports whether a volume appeared, became ready, changed
+// what it offers, or lost a claim between prev and cur. Stored volumes
+// are immutable, so an unchanged pointer means an unchanged volume.
+func volumesGrew(prev, cur map[volumeKey]*structs.CSIVolume) bool {
+	for key, v := range cur {
+		p := prev[key]
+		switch {
+		case p == nil:
+			return true
+		case p == v:
+			continue
+		case p.State != v.State,
+			!reflect.DeepEqual(p.RequestedCapabilities, v.RequestedCapabilities),
+			!reflect.DeepEqual(p.Topologies, v.Topologies):
+			return true
+		}
+		for allocID := range p.Claims {
+			if v.Claims[allocID] == nil {
+				return true // freed
+			}
+		}
+	}
+	return false
+}

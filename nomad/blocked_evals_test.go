@@ -1,0 +1,169 @@
+package nomad
+
+import (
+	"testing"
+
+	"github.com/shoenig/test/must"
+
+	"github.com/berth-io/berth/nomad/state"
+	"github.com/berth-io/berth/nomad/structs"
+)
+
+func blockedEval(id, job string, createIndex uint64) *structs.Evaluation {
+	return &structs.Evaluation{ID: id, Namespace: "default", JobID: job, Status: structs.EvalStatusBlocked, CreateIndex: createIndex}
+}
+
+func ids(evals []*structs.Evaluation) []string {
+	out := []string{}
+	for _, e := range evals {
+		out = append(out, e.ID)
+	}
+	return out
+}
+
+func TestBlockedEvals_UnblockOnCapacityAfterSnapshot(t *testing.T) {
+	b := newBlockedEvals()
+	b.CapacityChanged(10) // term start
+	b.Hint("fresh", 12)
+	b.Track(blockedEval("fresh", "a", 13))
+	b.Hint("seen-it", 20)
+	b.Track(blockedEval("seen-it", "b", 21))
+	unblock, cancel := b.take()
+	must.SliceEmpty(t, unblock)
+	must.SliceEmpty(t, cancel)
+	must.Eq(t, 2, b.Len())
+
+	b.CapacityChanged(15) // after a's snapshot, before b's
+	unblock, _ = b.take()
+	must.Eq(t, []string{"fresh"}, ids(unblock))
+	must.Eq(t, 1, b.Len())
+	b.CapacityChanged(25)
+	unblock, _ = b.take()
+	must.Eq(t, []string{"seen-it"}, ids(unblock))
+	must.Eq(t, 0, b.Len())
+}
+
+func TestBlockedEvals_MissedChangeUnblocksAtOnce(t *testing.T) {
+	b := newBlockedEvals()
+	b.CapacityChanged(30)
+	// Planned on index 25, written at 31: the change at 30 was missed.
+	b.Hint("late", 25)
+	b.Track(blockedEval("late", "a", 31))
+	unblock, _ := b.take()
+	must.Eq(t, []string{"late"}, ids(unblock))
+	select {
+	case <-b.notify:
+	default:
+		t.Fatal("the unblocker was not notified")
+	}
+}
+
+func TestBlockedEvals_UnknownSnapshotUnblocksOnFirstSignal(t *testing.T) {
+	b := newBlockedEvals()
+	b.Track(blockedEval("old-term", "a", 5)) // no hint: a previous leader's
+	unblock, _ := b.take()
+	must.SliceEmpty(t, unblock)
+	b.CapacityChanged(6)
+	unblock, _ = b.take()
+	must.Eq(t, []string{"old-term"}, ids(unblock))
+}
+
+func TestBlockedEvals_OnePerJob(t *testing.T) {
+	b := newBlockedEvals()
+	b.Track(blockedEval("older", "a", 5))
+	b.Track(blockedEval("newer", "a", 9))
+	b.Track(blockedEval("oldest", "a", 2))
+	b.Track(blockedEval("newer", "a", 9)) // again: nothing
+	_, cancel := b.take()
+	must.Eq(t, []string{"older", "oldest"}, ids(cancel))
+	must.Eq(t, 1, b.Len())
+
+	b.Untrack(blockedEval("older", "a", 5)) // not the tracked one
+	must.Eq(t, 1, b.Len())
+	b.Untrack(blockedEval("newer", "a", 9))
+	must.Eq(t, 0, b.Len())
+}
+
+func TestVolumesGrew(t *testing.T) {
+	claim := &structs.CSIVolumeClaim{AllocID: "a1", Step: structs.CSIClaimTaken}
+	base := &structs.CSIVolume{ID: "v", State: structs.CSIVolumeStateReady, Claims: map[string]*structs.CSIVolumeClaim{"a1": claim}}
+	with := func(edit func(v *structs.CSIVolume)) map[volumeKey]*structs.CSIVolume {
+		v := base.Copy()
+		edit(v)
+		return map[volumeKey]*structs.CSIVolume{{"default", "v"}: v}
+	}
+	prev := map[volumeKey]*structs.CSIVolume{{"default", "v"}: base}
+	cases := []struct {
+		name string
+		cur  map[volumeKey]*structs.CSIVolume
+		want bool
+	}{
+		{"unchanged", prev, false},
+		{"new volume", map[volumeKey]*structs.CSIVolume{{"default", "v"}: base, {"default", "w"}: base}, true},
+		{"claim freed", with(func(v *structs.CSIVolume) { delete(v.Claims, "a1") }), true},
+		{"claim added", with(func(v *structs.CSIVolume) { v.Claims["a2"] = claim }), false},
+		{"claim step moved", with(func(v *structs.CSIVolume) {
+			c := claim.Copy()
+			c.Step = structs.CSIClaimNodeDetached
+			v.Claims["a1"] = c
+		}), false},
+		{"topology changed", with(func(v *structs.CSIVolume) {
+			v.Topologies = []*structs.CSITopology{{Segments: map[string]string{"zone": "a"}}}
+		}), true},
+		{"volume deleted", map[volumeKey]*structs.CSIVolume{}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			must.Eq(t, tc.want, volumesGrew(prev, tc.cur))
+		})
+	}
+}
+
+func TestReadCapacity(t *testing.T) {
+	store, err := state.NewStateStore(nil)
+	must.NoError(t, err)
+	index := uint64(1)
+	next := func() uint64 { index++; return index }
+	job := &structs.Job{ID: "web", Namespace: "default", Type: structs.JobTypeService}
+	alloc := &structs.Allocation{ID: "a1", Namespace: "default", JobID: "web", Job: job, NodeID: "n1", Name: "web.web[0]"}
+
+	view, grew, err := readCapacity(store, nil)
+	must.NoError(t, err)
+	must.True(t, grew) // the first pass always counts
+
+	steps := []struct {
+		name  string
+		write func()
+		want  bool
+	}{
+		{"placement", func() {
+			must.NoError(t, store.UpsertPlanResults(next(), &structs.ApplyPlanResultsRequest{AllocsUpdated: []*structs.Allocation{alloc}}))
+		}, false},
+		{"client running", func() {
+			a := alloc.Copy()
+			a.ClientStatus = structs.AllocClientStatusRunning
+			must.NoError(t, store.UpdateAllocsFromClient(next(), []*structs.Allocation{a}))
+		}, false},
+		{"stopped", func() {
+			must.NoError(t, store.UpsertPlanResults(next(), &structs.ApplyPlanResultsRequest{
+				AllocsStopped: []*structs.AllocStopUpdate{{AllocID: "a1", DesiredStatus: structs.AllocDesiredStatusStop}}}))
+		}, true},
+		{"volume registered", func() {
+			must.NoError(t, store.UpsertCSIVolumes(next(), []*structs.CSIVolume{{ID: "v", Namespace: "default", PluginID: "p"}}))
+		}, true},
+		{"claim reserved", func() {
+			must.NoError(t, store.UpdateCSIVolumeClaims(next(), []*structs.CSIVolumeClaimUpdate{{Namespace: "default", VolumeID: "v",
+				Claim: &structs.CSIVolumeClaim{AllocID: "a2", NodeID: "n1", Mode: structs.CSIVolumeClaimRead, Step: structs.CSIClaimReserved}}}, 1))
+		}, false},
+		{"claim freed", func() {
+			must.NoError(t, store.UpdateCSIVolumeClaims(next(), []*structs.CSIVolumeClaimUpdate{{Namespace: "default", VolumeID: "v",
+				Claim: &structs.CSIVolumeClaim{AllocID: "a2", Step: structs.CSIClaimFreed}}}, 1))
+		}, true},
+	}
+	for _, step := range steps {
+		step.write()
+		view, grew, err = readCapacity(store, view)
+		must.NoError(t, err)
+		must.Eq(t, step.want, grew, must.Sprint(step.name))
+	}
+}

@@ -1,0 +1,394 @@
+package nomad
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-memdb"
+
+	"github.com/berth-io/berth/nomad/state"
+	"github.com/berth-io/berth/nomad/structs"
+)
+
+// CSIVolumeEndpoint registers, deregisters and reads CSI volumes
+// ("CSIVolume.*"). Claims, create and delete come with the claim protocol.
+type CSIVolumeEndpoint struct {
+	srv *Server
+}
+
+// Register registers volumes or updates registered ones, all or none, in
+// one Raft entry. Every problem with every volume is reported at once.
+//
+// Each volume must be valid and its plugin known to the cluster; the
+// volume takes the plugin's provider and version. An update may change
+// only what is safe to change under live claims: see checkVolumeUpdate.
+// Secrets are replaced when the update gives some and kept otherwise, so
+// a spec read back from the API (which never carries secrets) can be
+// registered again without losing them.
+func (v *CSIVolumeEndpoint) Register(args *structs.CSIVolumeRegisterRequest, reply *structs.CSIVolumeRegisterResponse) (err error) {
+	defer wire(&err)
+	defer measureRPC("CSIVolume.Register", time.Now())
+	if done, err := v.srv.forward("CSIVolume.Register", args, args, reply); done {
+		return err
+	}
+	if len(args.Volumes) == 0 {
+		return structs.NewError(structs.CodeInvalid, "volume register: no volumes given")
+	}
+	ns := args.RequestNamespace()
+	if ns == structs.AllNamespaces {
+		return structs.NewError(structs.CodeInvalid, "volume register: namespace %q is only for listing; name one namespace", ns)
+	}
+	snap, err := v.srv.State().Snapshot()
+	if err != nil {
+		return err
+	}
+	now := time.Now().UnixNano()
+	var (
+		errs []error
+		vols []*structs.CSIVolume
+		seen = map[string]bool{}
+	)
+	for i, in := range args.Volumes {
+		if in == nil {
+			errs = append(errs, structs.NewError(structs.CodeInvalid, "volume %d of the request is empty", i+1))
+			continue
+		}
+		// Copy: in-process callers share the volumes with us.
+		vol := in.Copy()
+		if vol.Namespace == "" {
+			vol.Namespace = ns
+		}
+		key := vol.Namespace + "\x00" + vol.ID
+		if vol.ID != "" && seen[key] {
+			errs = append(errs, structs.NewError(structs.CodeInvalid, "volume %q is given twice in the request", vol.ID))
+			continue
+		}
+		seen[key] = true
+		if verrs := prepareVolumeRegister(snap, vol, now); len(verrs) > 0 {
+			errs = append(errs, verrs...)
+			continue
+		}
+		vols = append(vols, vol)
+	}
+	if len(errs) > 0 {
+		return joinCoded(errs)
+	}
+	args.Namespace, args.Volumes, args.Timestamp = ns, vols, now
+	_, index, err := v.srv.raftApply(structs.CSIVolumeRegisterRequestType, args)
+	if err != nil {
+		return fmt.Errorf("registering volumes: %w", err)
+	}
+	reply.Volumes = make([]*structs.CSIVolume, 0, len(vols))
+	for _, vol := range vols {
+		stored, err := v.srv.State().CSIVolumeByID(nil, vol.Namespace, vol.ID)
+		if err != nil {
+			return err
+		}
+		if stored != nil {
+			reply.Volumes = append(reply.Volumes, stored.Sanitize())
+		}
+	}
+	reply.Index = index
+	return nil
+}
+
+// prepareVolumeRegister validates vol against the plugin and the volume
+// it replaces, and fills in what the servers own. It returns every problem
+// it finds.
+func prepareVolumeRegister(snap *state.StateSnapshot, vol *structs.CSIVolume, now int64) []error {
+	var errs []error
+	if err := vol.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	var plugin *structs.CSIPlugin
+	if vol.PluginID != "" {
+		p, err := snap.CSIPluginByID(nil, vol.PluginID)
+		if err != nil {
+			return append(errs, err)
+		}
+		if p == nil {
+			errs = append(errs, structs.NewError(structs.CodeInvalid,
+				"volume %q: CSI plugin %q is not known to the cluster; run 'berth plugin status' to list the plugins, "+
+					"and check that the plugin's job is running", vol.ID, vol.PluginID))
+		}
+		plugin = p
+	}
+	var existing *structs.CSIVolume
+	if vol.ID != "" {
+		e, err := snap.CSIVolumeByID(nil, vol.Namespace, vol.ID)
+		if err != nil {
+			return append(errs, err)
+		}
+		existing = e
+	}
+	if existing != nil {
+		errs = append(errs, checkVolumeUpdate(existing, vol)...)
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+
+	vol.Provider, vol.ProviderVersion = plugin.Provider, plugin.Version
+	vol.State = structs.CSIVolumeStateReady
+	if vol.Topologies == nil && vol.RequestedTopologies != nil {
+		vol.Topologies = slices.Clone(vol.RequestedTopologies.Required)
+	}
+	if existing != nil {
+		if len(vol.Secrets) == 0 {
+			vol.Secrets = maps.Clone(existing.Secrets)
+		}
+		if redactedFlags(vol.MountOptions) && existing.MountOptions != nil {
+			vol.MountOptions.MountFlags = slices.Clone(existing.MountOptions.MountFlags)
+		}
+	}
+	// Claims and their modes belong to the claim protocol; the store keeps
+	// the stored ones and the indexes. Drop what the request carried.
+	vol.Claims, vol.PastClaims = nil, nil
+	vol.AccessMode, vol.AttachmentMode = "", ""
+	vol.CreateIndex, vol.ModifyIndex = 0, 0
+	vol.CreateTime, vol.ModifyTime = now, now
+	if existing != nil {
+		vol.CreateTime = existing.CreateTime
+	}
+	return nil
+}
+
+// checkVolumeUpdate says what in update may not replace the registered
+// volume old, one error per violation:
+//
+//   - plugin_id, external_id, parameters, snapshot_id and clone_id are
+//     fixed once registered (the storage provider knows the volume by
+//     them): CodeInvalid;
+//   - the capabilities must still include the access and attachment mode
+//     of every live claim: CodeConflict;
+//   - mount options change only while the volume is unclaimed (mounted
+//     volumes keep theirs): CodeConflict;
+//   - a volume being created or deleted cannot be registered over:
+//     CodeConflict.
+func checkVolumeUpdate(old, update *structs.CSIVolume) []error {
+	var errs []error
+	fixed := func(field, was, is string) {
+		if was != is {
+			errs = append(errs, structs.NewError(structs.CodeInvalid,
+				"volume %q: %s cannot change once registered (registered %q, request has %q); "+
+					"deregister the volume and register it again to change it", old.ID, field, was, is))
+		}
+	}
+	fixed("plugin_id", old.PluginID, update.PluginID)
+	fixed("external_id", old.ExternalID, update.ExternalID)
+	fixed("snapshot_id", old.SnapshotID, update.SnapshotID)
+	fixed("clone_id", old.CloneID, update.CloneID)
+	if !maps.Equal(old.Parameters, update.Parameters) {
+		errs = append(errs, structs.NewError(structs.CodeInvalid,
+			"volume %q: parameters cannot change once registered (registered %s, request has %s); "+
+				"deregister the volume and register it again to change them",
+			old.ID, formatMap(old.Parameters), formatMap(update.Parameters)))
+	}
+	switch old.State {
+	case structs.CSIVolumeStateCreating, structs.CSIVolumeStateDeleting:
+		errs = append(errs, structs.NewError(structs.CodeConflict,
+			"volume %q is %s; wait for that to finish before registering it again", old.ID, old.State))
+	}
+
+	claims := old.LiveClaims()
+	if len(claims) == 0 {
+		return errs
+	}
+	type mode struct {
+		access structs.CSIVolumeAccessMode
+		attach structs.CSIVolumeAttachmentMode
+	}
+	byMode := map[mode][]string{}
+	var modes []mode
+	for _, c := range claims {
+		m := mode{c.AccessMode, c.AttachmentMode}
+		if m.access == "" {
+			m.access = old.AccessMode
+		}
+		if m.attach == "" {
+			m.attach = old.AttachmentMode
+		}
+		if m.access == "" || m.attach == "" {
+			continue
+		}
+		if _, ok := byMode[m]; !ok {
+			modes = append(modes, m)
+		}
+		byMode[m] = append(byMode[m], c.AllocID)
+	}
+	for _, m := range modes {
+		if !update.HasCapability(m.access, m.attach) {
+			errs = append(errs, structs.NewError(structs.CodeConflict,
+				"volume %q: capabilities must still include access_mode %q with attachment_mode %q, "+
+					"which live claims use (allocs %s); add that capability back, or stop those allocs first",
+				old.ID, m.access, m.attach, strings.Join(byMode[m], ", ")))
+		}
+	}
+	if !mountOptionsEqual(old.MountOptions, update.MountOptions) {
+		allocs := make([]string, 0, len(claims))
+		for _, c := range claims {
+			allocs = append(allocs, c.AllocID)
+		}
+		errs = append(errs, structs.NewError(structs.CodeConflict,
+			"volume %q: mount_options cannot change while the volume is claimed (allocs %s); "+
+				"stop those allocs, then register again", old.ID, strings.Join(allocs, ", ")))
+	}
+	return errs
+}
+
+// redactedFlags reports whether o carries the placeholder the API shows
+// instead of mount flags: a spec read back from the API.
+func redactedFlags(o *structs.CSIMountOptions) bool {
+	return o != nil && len(o.MountFlags) == 1 && o.MountFlags[0] == "[REDACTED]"
+}
+
+func mountOptionsEqual(a, b *structs.CSIMountOptions) bool {
+	if redactedFlags(b) && a != nil {
+		// The API's placeholder for the stored flags: only fs_type counts.
+		return a.FSType == b.FSType
+	}
+	empty := func(o *structs.CSIMountOptions) bool { return o == nil || (o.FSType == "" && len(o.MountFlags) == 0) }
+	if empty(a) || empty(b) {
+		return empty(a) && empty(b)
+	}
+	return a.FSType == b.FSType && slices.Equal(a.MountFlags, b.MountFlags)
+}
+
+func formatMap(m map[string]string) string {
+	if len(m) == 0 {
+		return "{}"
+	}
+	parts := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s=%q", k, m[k]))
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
+}
+
+// joinCoded joins errors into one coded error: CodeConflict when every
+// error is a conflict (the input is fine, the state is not), CodeInvalid
+// otherwise. Messages are one per line.
+func joinCoded(errs []error) error {
+	code := structs.CodeConflict
+	msgs := make([]string, 0, len(errs))
+	for _, err := range errs {
+		if structs.CodeOf(err) != structs.CodeConflict {
+			code = structs.CodeInvalid
+		}
+		msgs = append(msgs, err.Error())
+	}
+	return &structs.Error{Code: code, Msg: strings.Join(msgs, "\n")}
+}
+
+// Deregister removes volumes, all or none. A volume with live claims is
+// refused (CodeConflict, naming the claiming allocs); with Force, claims
+// of allocs that have stopped running do not count. The state store
+// enforces both and writes the message.
+func (v *CSIVolumeEndpoint) Deregister(args *structs.CSIVolumeDeregisterRequest, reply *structs.GenericResponse) (err error) {
+	defer wire(&err)
+	defer measureRPC("CSIVolume.Deregister", time.Now())
+	if done, err := v.srv.forward("CSIVolume.Deregister", args, args, reply); done {
+		return err
+	}
+	if len(args.VolumeIDs) == 0 || slices.Contains(args.VolumeIDs, "") {
+		return structs.NewError(structs.CodeInvalid, "volume deregister: missing volume ID")
+	}
+	ns := args.RequestNamespace()
+	if ns == structs.AllNamespaces {
+		return structs.NewError(structs.CodeInvalid, "volume deregister: namespace %q is only for listing; name one namespace", ns)
+	}
+	args.Namespace = ns
+	_, index, err := v.srv.raftApply(structs.CSIVolumeDeregisterRequestType, args)
+	if err != nil {
+		var coded *structs.Error
+		if errors.As(err, &coded) {
+			// The store's message names the volume and what blocks it.
+			return err
+		}
+		return fmt.Errorf("deregistering volumes %s: %w", strings.Join(args.VolumeIDs, ", "), err)
+	}
+	reply.Index = index
+	return nil
+}
+
+// Get reads one volume by ID or unique ID prefix, with its live and past
+// claims and without its secrets; reply.Volume is nil when there is none.
+func (v *CSIVolumeEndpoint) Get(args *structs.CSIVolumeGetRequest, reply *structs.CSIVolumeGetResponse) (err error) {
+	defer wire(&err)
+	defer measureRPC("CSIVolume.Get", time.Now())
+	if done, err := v.srv.forward("CSIVolume.Get", args, args, reply); done {
+		return err
+	}
+	if args.ID == "" {
+		return structs.NewError(structs.CodeInvalid, "volume read: missing volume ID")
+	}
+	ns := args.RequestNamespace()
+	return v.srv.blockingRPC(&args.QueryOptions, &reply.QueryMeta, func(ws memdb.WatchSet, snap *state.StateSnapshot) (uint64, error) {
+		vol, err := lookupByPrefix("volume", args.ID,
+			func() (*structs.CSIVolume, error) {
+				if ns == structs.AllNamespaces {
+					return nil, nil
+				}
+				return snap.CSIVolumeByID(ws, ns, args.ID)
+			},
+			func() (memdb.ResultIterator, error) { return snap.CSIVolumesByIDPrefix(ws, ns, args.ID) },
+			func(v *structs.CSIVolume) string { return v.ID })
+		if err != nil {
+			return 0, err
+		}
+		reply.Volume = nil
+		if vol != nil {
+			reply.Volume = vol.Sanitize()
+			return vol.ModifyIndex, nil
+		}
+		return snap.Index(state.TableCSIVolumes)
+	})
+}
+
+// List lists the volumes of a namespace ("*" for all): all of them, those
+// of one plugin, or those claimed by allocs on one node; by ID prefix, one
+// page at a time (next token "<namespace>.<id>"), filtered over the list
+// stubs.
+func (v *CSIVolumeEndpoint) List(args *structs.CSIVolumeListRequest, reply *structs.CSIVolumeListResponse) (err error) {
+	defer wire(&err)
+	defer measureRPC("CSIVolume.List", time.Now())
+	if done, err := v.srv.forward("CSIVolume.List", args, args, reply); done {
+		return err
+	}
+	ns := args.RequestNamespace()
+	return v.srv.blockingRPC(&args.QueryOptions, &reply.QueryMeta, func(ws memdb.WatchSet, snap *state.StateSnapshot) (uint64, error) {
+		var (
+			iter memdb.ResultIterator
+			err  error
+		)
+		switch {
+		case args.NodeID != "":
+			iter, err = snap.CSIVolumesByNodeID(ws, args.NodeID)
+		case args.PluginID != "":
+			iter, err = snap.CSIVolumesByPluginID(ws, ns, args.PluginID)
+		default:
+			iter, err = snap.CSIVolumesByIDPrefix(ws, ns, args.Prefix)
+		}
+		if err != nil {
+			return 0, err
+		}
+		iter = memdb.NewFilterIterator(iter, func(raw any) bool {
+			vol := raw.(*structs.CSIVolume)
+			return (ns != structs.AllNamespaces && vol.Namespace != ns) ||
+				(args.PluginID != "" && vol.PluginID != args.PluginID) ||
+				!strings.HasPrefix(vol.ID, args.Prefix)
+		})
+		p, err := paginate(iter, &args.QueryOptions,
+			func(v *structs.CSIVolume) pageKey { return nsKey(v.Namespace, v.ID) },
+			(*structs.CSIVolume).Stub)
+		if err != nil {
+			return 0, err
+		}
+		reply.Volumes, reply.NextToken = p.Items, p.NextToken
+		return snap.Index(state.TableCSIVolumes)
+	})
+}

@@ -1,0 +1,205 @@
+package nomad
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-memdb"
+
+	"github.com/berth-io/berth/nomad/state"
+	"github.com/berth-io/berth/nomad/structs"
+)
+
+// The RPCs clients call on their servers: heartbeats, watching their
+// allocs, and reporting alloc status.
+
+// UpdateStatus is the client's heartbeat: it sets the node's status
+// (usually ready), resets the node's heartbeat deadline on the leader, and
+// replies with the TTL within which the client must heartbeat again and
+// the servers' addresses. A status change goes through Raft; a node going
+// down (a client shutting down) carries one eval per job with live allocs
+// on it in the same entry. An unchanged status writes nothing.
+func (n *NodeEndpoint) UpdateStatus(args *structs.NodeUpdateStatusRequest, reply *structs.NodeUpdateResponse) (err error) {
+	defer wire(&err)
+	defer measureRPC("Node.UpdateStatus", time.Now())
+	if done, err := n.srv.forward("Node.UpdateStatus", args, args, reply); done {
+		return err
+	}
+	if args.NodeID == "" {
+		return structs.NewError(structs.CodeInvalid, "node status update: missing node ID")
+	}
+	switch args.Status {
+	case structs.NodeStatusInit, structs.NodeStatusReady, structs.NodeStatusDown:
+	default:
+		return structs.NewError(structs.CodeInvalid, "node %q status update: invalid status %q (want %s, %s or %s)",
+			args.NodeID, args.Status, structs.NodeStatusInit, structs.NodeStatusReady, structs.NodeStatusDown)
+	}
+	snap, err := n.srv.State().Snapshot()
+	if err != nil {
+		return err
+	}
+	node, err := snap.NodeByID(nil, args.NodeID)
+	if err != nil {
+		return err
+	}
+	if node == nil {
+		return structs.NewError(structs.CodeNotFound, "node %q is not registered; register it first", args.NodeID)
+	}
+	reply.Index = node.ModifyIndex
+	if node.Status != args.Status {
+		req := &structs.NodeUpdateStatusRequest{
+			NodeID:       args.NodeID,
+			Status:       args.Status,
+			Description:  args.Description,
+			Timestamp:    time.Now().UnixNano(),
+			WriteRequest: args.WriteRequest,
+		}
+		if args.Status == structs.NodeStatusDown {
+			if req.Evals, err = liveAllocJobEvals(snap, []string{node.ID}, structs.EvalTriggerNodeUpdate, req.Timestamp); err != nil {
+				return err
+			}
+		}
+		_, index, err := n.srv.raftApply(structs.NodeUpdateStatusRequestType, req)
+		if err != nil {
+			return fmt.Errorf("updating status of node %q: %w", args.NodeID, err)
+		}
+		reply.Index = index
+		reply.EvalIDs = evalIDs(req.Evals)
+	}
+	if sc := n.srv.sched.Load(); sc != nil {
+		if args.Status == structs.NodeStatusDown {
+			sc.heartbeats.untrack(args.NodeID)
+		} else {
+			sc.heartbeats.reset(args.NodeID)
+		}
+	}
+	reply.HeartbeatTTL = n.srv.config.HeartbeatTTL
+	reply.Servers = n.srv.serverAddrs()
+	return nil
+}
+
+// serverAddrs lists the RPC addresses of the Raft servers.
+func (s *Server) serverAddrs() []string {
+	f := s.raft.GetConfiguration()
+	if f.Error() != nil {
+		return nil
+	}
+	var out []string
+	for _, srv := range f.Configuration().Servers {
+		out = append(out, string(srv.Address))
+	}
+	return out
+}
+
+// GetClientAllocs returns every alloc placed on the node, in full (with
+// its job), to the node's own client: the request must carry the node's
+// SecretID (CodePermissionDenied otherwise). It blocks, as a query with
+// MinQueryIndex, until an alloc of the node changes. The reply's index is
+// the highest ModifyIndex of the node's allocs, so writes to other nodes'
+// allocs never wake the client.
+func (n *NodeEndpoint) GetClientAllocs(args *structs.NodeSpecificRequest, reply *structs.NodeAllocsResponse) (err error) {
+	defer wire(&err)
+	defer measureRPC("Node.GetClientAllocs", time.Now())
+	if done, err := n.srv.forward("Node.GetClientAllocs", args, args, reply); done {
+		return err
+	}
+	if args.NodeID == "" {
+		return structs.NewError(structs.CodeInvalid, "client allocs: missing node ID")
+	}
+	return n.srv.blockingRPC(&args.QueryOptions, &reply.QueryMeta, func(ws memdb.WatchSet, snap *state.StateSnapshot) (uint64, error) {
+		node, err := snap.NodeByID(nil, args.NodeID)
+		if err != nil {
+			return 0, err
+		}
+		if node == nil {
+			return 0, structs.NewError(structs.CodeNotFound, "node %q is not registered", args.NodeID)
+		}
+		if args.SecretID == "" || node.SecretID != args.SecretID {
+			return 0, structs.NewError(structs.CodePermissionDenied, "node %q: secret ID does not match", args.NodeID)
+		}
+		allocs, err := snap.AllocsByNode(ws, args.NodeID)
+		if err != nil {
+			return 0, err
+		}
+		var index uint64
+		reply.Allocs = make([]*structs.Allocation, 0, len(allocs))
+		for _, a := range allocs {
+			reply.Allocs = append(reply.Allocs, a.Copy())
+			index = max(index, a.ModifyIndex)
+		}
+		return index, nil
+	})
+}
+
+// UpdateAlloc records what clients report about their allocs — client
+// status and description, task states, TasksExited — for a batch of
+// allocs in one Raft entry. Fields the servers own are ignored; unknown
+// allocs are skipped. An alloc that newly failed gets its job an eval
+// (alloc-failure) in the same entry, so the scheduler reschedules it per
+// the group's reschedule policy; system jobs are not rescheduled.
+func (n *NodeEndpoint) UpdateAlloc(args *structs.AllocUpdateRequest, reply *structs.GenericResponse) (err error) {
+	defer wire(&err)
+	defer measureRPC("Node.UpdateAlloc", time.Now())
+	if done, err := n.srv.forward("Node.UpdateAlloc", args, args, reply); done {
+		return err
+	}
+	if len(args.Alloc) == 0 {
+		return structs.NewError(structs.CodeInvalid, "alloc update: no allocs")
+	}
+	snap, err := n.srv.State().Snapshot()
+	if err != nil {
+		return err
+	}
+	now := time.Now().UnixNano()
+	req := &structs.AllocUpdateRequest{Timestamp: now, WriteRequest: args.WriteRequest}
+	evalFor := map[jobKey]bool{}
+	for _, u := range args.Alloc {
+		if u == nil || u.ID == "" {
+			return structs.NewError(structs.CodeInvalid, "alloc update: alloc without ID")
+		}
+		// Only the fields the client owns; copy them, never keep the
+		// caller's objects.
+		c := &structs.Allocation{
+			ID:                u.ID,
+			ClientStatus:      u.ClientStatus,
+			ClientDescription: u.ClientDescription,
+			TasksExited:       u.TasksExited,
+			ModifyTime:        now,
+		}
+		if u.TaskStates != nil {
+			c.TaskStates = make(map[string]*structs.TaskState, len(u.TaskStates))
+			for name, ts := range u.TaskStates {
+				c.TaskStates[name] = ts.Copy()
+			}
+		}
+		req.Alloc = append(req.Alloc, c)
+
+		stored, err := snap.AllocByID(nil, u.ID)
+		if err != nil {
+			return err
+		}
+		if stored == nil || u.ClientStatus != structs.AllocClientStatusFailed ||
+			stored.ClientStatus == structs.AllocClientStatusFailed || stored.DesiredStatus != structs.AllocDesiredStatusRun {
+			continue
+		}
+		key := jobKey{stored.Namespace, stored.JobID}
+		if evalFor[key] {
+			continue
+		}
+		job, err := snap.JobByID(nil, stored.Namespace, stored.JobID)
+		if err != nil {
+			return err
+		}
+		if job == nil || job.Stop || job.Type == structs.JobTypeSystem {
+			continue
+		}
+		evalFor[key] = true
+		req.Evals = append(req.Evals, newJobEval(job, stored.NodeID, structs.EvalTriggerRetryFailedAlloc, now))
+	}
+	_, index, err := n.srv.raftApply(structs.AllocClientUpdateRequestType, req)
+	if err != nil {
+		return fmt.Errorf("updating %d allocs: %w", len(req.Alloc), err)
+	}
+	reply.Index = index
+	return nil
+}

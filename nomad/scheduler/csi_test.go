@@ -1,0 +1,211 @@
+package scheduler
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/shoenig/test/must"
+
+	"github.com/berth-io/berth/nomad/structs"
+)
+
+const plugin = "hostpath"
+
+func TestCSI_SingleNodeWriterPlacedOnceSecondJobBlocked(t *testing.T) {
+	h := newHarness(t)
+	for i := range 2 {
+		h.upsertNode(csiNode(i, plugin, 0, nil))
+	}
+	h.upsertVolume(testVolume("db", plugin))
+
+	a := h.upsertJob(withVolume(testJob("a", 1), "db", false, structs.CSIVolumeAccessModeSingleNodeWriter))
+	evalA := h.process(testEval(a, structs.EvalTriggerJobRegister))
+	must.Nil(t, evalA.FailedTGAllocs)
+	placed := h.live(a)
+	must.SliceLen(t, 1, placed)
+
+	// The claim is reserved with the placement, in the same plan.
+	vol, err := h.store.CSIVolumeByID(nil, structs.DefaultNamespace, "db")
+	must.NoError(t, err)
+	must.MapLen(t, 1, vol.Claims)
+	claim := vol.Claims[placed[0].ID]
+	must.NotNil(t, claim)
+	must.Eq(t, structs.CSIClaimReserved, claim.Step)
+	must.Eq(t, structs.CSIVolumeClaimWrite, claim.Mode)
+	must.Eq(t, structs.CSIVolumeAccessModeSingleNodeWriter, claim.AccessMode)
+	must.Eq(t, structs.CSIVolumeAttachmentModeFilesystem, claim.AttachmentMode)
+	must.Eq(t, placed[0].NodeID, claim.NodeID)
+	must.Eq(t, "a", claim.JobID)
+
+	b := h.upsertJob(withVolume(testJob("b", 1), "db", false, structs.CSIVolumeAccessModeSingleNodeWriter))
+	evalB := h.process(testEval(b, structs.EvalTriggerJobRegister))
+	must.SliceEmpty(t, h.live(b))
+	must.NotEq(t, "", evalB.BlockedEval)
+	want := fmt.Sprintf(`volume "db": single-node-writer already claimed by alloc %s on node %s (reserved, waiting for the alloc to start)`,
+		placed[0].ID[:8], placed[0].NodeID[:8])
+	must.Eq(t, map[string]int{want: 2}, evalB.FailedTGAllocs["web"].ConstraintFiltered)
+
+	// While the claim is being released the message says so.
+	c := claim.Copy()
+	c.Step = structs.CSIClaimNodeDetached
+	h.claim(structs.DefaultNamespace, "db", c)
+	evalB = h.process(testEval(b, structs.EvalTriggerQueuedAllocs))
+	want = fmt.Sprintf(`volume "db": single-node-writer already claimed by alloc %s on node %s (releasing: controller unpublish pending)`,
+		placed[0].ID[:8], placed[0].NodeID[:8])
+	must.MapContainsKey(t, evalB.FailedTGAllocs["web"].ConstraintFiltered, want)
+
+	// Once it is freed, b places.
+	c = c.Copy()
+	c.Step = structs.CSIClaimFreed
+	h.claim(structs.DefaultNamespace, "db", c)
+	evalB = h.process(testEval(b, structs.EvalTriggerQueuedAllocs))
+	must.Nil(t, evalB.FailedTGAllocs)
+	must.SliceLen(t, 1, h.live(b))
+}
+
+func TestCSI_ClaimsInOnePlanCount(t *testing.T) {
+	// Two groups of one job want the same single-node-writer volume: the
+	// second sees the first's reservation in the same plan.
+	h := newHarness(t)
+	for i := range 2 {
+		h.upsertNode(csiNode(i, plugin, 0, nil))
+	}
+	h.upsertVolume(testVolume("db", plugin))
+	j := withVolume(testJob("a", 1), "db", false, structs.CSIVolumeAccessModeSingleNodeWriter)
+	tg2 := j.TaskGroups[0].Copy()
+	tg2.Name = "second"
+	j.TaskGroups = append(j.TaskGroups, tg2)
+	job := h.upsertJob(j)
+	eval := h.process(testEval(job, structs.EvalTriggerJobRegister))
+	must.SliceLen(t, 1, h.live(job))
+	must.MapLen(t, 1, eval.FailedTGAllocs)
+}
+
+func TestCSI_PerAllocResolution(t *testing.T) {
+	h := newHarness(t)
+	for i := range 2 {
+		h.upsertNode(csiNode(i, plugin, 0, nil))
+	}
+	h.upsertVolume(testVolume("db[0]", plugin))
+	h.upsertVolume(testVolume("db[2]", plugin))
+	job := h.upsertJob(withVolume(testJob("a", 3), "db", true, structs.CSIVolumeAccessModeSingleNodeWriter))
+	eval := h.process(testEval(job, structs.EvalTriggerJobRegister))
+
+	live := h.live(job)
+	must.SliceLen(t, 2, live)
+	must.Eq(t, "a.web[0]", live[0].Name)
+	must.Eq(t, "a.web[2]", live[1].Name)
+	for _, a := range live {
+		vol, err := h.store.CSIVolumeByID(nil, structs.DefaultNamespace, fmt.Sprintf("db[%d]", a.Index()))
+		must.NoError(t, err)
+		must.MapContainsKey(t, vol.Claims, a.ID)
+	}
+	m := eval.FailedTGAllocs["web"]
+	must.Eq(t, map[string]int{`volume "db[1]": not found in namespace "default"`: 2}, m.ConstraintFiltered)
+	must.Eq(t, map[string]int{"web": 1}, eval.QueuedAllocations)
+}
+
+func TestCSI_NodeChecks(t *testing.T) {
+	cases := []struct {
+		name string
+		// edit0 makes node 0 fail the check; node 1, when there, passes.
+		edit0  func(n *structs.Node)
+		vol    func(v *structs.CSIVolume)
+		setup  func(h *harness)
+		reason string
+	}{
+		{
+			name:   "plugin missing",
+			edit0:  func(n *structs.Node) { n.CSINodePlugins = nil },
+			reason: `volume "db": CSI plugin "hostpath" is not running on the node`,
+		},
+		{
+			name:   "plugin unhealthy",
+			edit0:  func(n *structs.Node) { n.CSINodePlugins[plugin].Healthy = false },
+			reason: `volume "db": CSI plugin "hostpath" is unhealthy on the node`,
+		},
+		{
+			name: "max volumes",
+			edit0: func(n *structs.Node) {
+				n.CSINodePlugins[plugin].NodeInfo.MaxVolumes = 1
+			},
+			setup: func(h *harness) {
+				h.upsertVolume(testVolume("other", plugin))
+				h.claim(structs.DefaultNamespace, "other", &structs.CSIVolumeClaim{
+					AllocID: "other-alloc", NodeID: testNode(0).ID, Mode: structs.CSIVolumeClaimWrite,
+					AccessMode: structs.CSIVolumeAccessModeSingleNodeWriter, Step: structs.CSIClaimTaken,
+				})
+			},
+			reason: `volume "db": CSI plugin "hostpath" already has its maximum of 1 volumes on the node`,
+		},
+		{
+			name: "topology",
+			edit0: func(n *structs.Node) {
+				n.CSINodePlugins[plugin].NodeInfo.AccessibleTopology = &structs.CSITopology{Segments: map[string]string{"zone": "b"}}
+			},
+			vol: func(v *structs.CSIVolume) {
+				v.Topologies = []*structs.CSITopology{{Segments: map[string]string{"zone": "a"}}}
+			},
+			reason: `volume "db": the node's topology does not match the volume's`,
+		},
+	}
+	for _, tc := range cases {
+		for _, only0 := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/only failing node %v", tc.name, only0), func(t *testing.T) {
+				h := newHarness(t)
+				n0 := csiNode(0, plugin, 0, nil)
+				tc.edit0(n0)
+				h.upsertNode(n0)
+				if !only0 {
+					h.upsertNode(csiNode(1, plugin, 1, map[string]string{"zone": "a"}))
+				}
+				if tc.setup != nil {
+					tc.setup(h)
+				}
+				v := testVolume("db", plugin)
+				if tc.vol != nil {
+					tc.vol(v)
+				}
+				h.upsertVolume(v)
+				job := h.upsertJob(withVolume(testJob("a", 1), "db", false, structs.CSIVolumeAccessModeSingleNodeWriter))
+				eval := h.process(testEval(job, structs.EvalTriggerJobRegister))
+				if only0 {
+					must.SliceEmpty(t, h.live(job))
+					must.Eq(t, map[string]int{tc.reason: 1}, eval.FailedTGAllocs["web"].ConstraintFiltered)
+					return
+				}
+				live := h.live(job)
+				must.SliceLen(t, 1, live)
+				must.Eq(t, testNode(1).ID, live[0].NodeID)
+			})
+		}
+	}
+}
+
+func TestCSI_MultiNodeReaderSharesVolume(t *testing.T) {
+	h := newHarness(t)
+	for i := range 3 {
+		h.upsertNode(csiNode(i, plugin, 0, nil))
+	}
+	h.upsertVolume(testVolume("shared", plugin))
+	job := h.upsertJob(withVolume(testJob("a", 3), "shared", false, structs.CSIVolumeAccessModeMultiNodeReader))
+	eval := h.process(testEval(job, structs.EvalTriggerJobRegister))
+	must.Nil(t, eval.FailedTGAllocs)
+	must.SliceLen(t, 3, h.live(job))
+	vol, err := h.store.CSIVolumeByID(nil, structs.DefaultNamespace, "shared")
+	must.NoError(t, err)
+	must.MapLen(t, 3, vol.Claims)
+	for _, c := range vol.Claims {
+		must.Eq(t, structs.CSIVolumeClaimRead, c.Mode)
+	}
+}
+
+func TestCSI_UnsupportedAccessMode(t *testing.T) {
+	h := newHarness(t)
+	h.upsertNode(csiNode(0, plugin, 0, nil))
+	h.upsertVolume(testVolume("db", plugin))
+	job := h.upsertJob(withVolume(testJob("a", 1), "db", false, structs.CSIVolumeAccessModeMultiNodeMultiWriter))
+	eval := h.process(testEval(job, structs.EvalTriggerJobRegister))
+	must.Eq(t, map[string]int{`volume "db": does not support access mode multi-node-multi-writer with attachment mode file-system`: 1},
+		eval.FailedTGAllocs["web"].ConstraintFiltered)
+}

@@ -1,0 +1,214 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-memdb"
+
+	"github.com/berth-io/berth/helper"
+	"github.com/berth-io/berth/nomad/structs"
+)
+
+// State is the read-only view of cluster state a scheduler needs; a
+// *state.StateSnapshot satisfies it. Objects it returns are shared with
+// the store: never mutate them. Schedulers pass a nil WatchSet.
+type State interface {
+	JobByID(ws memdb.WatchSet, ns, id string) (*structs.Job, error)
+	AllocsByJob(ws memdb.WatchSet, ns, jobID string) ([]*structs.Allocation, error)
+	AllocsByNode(ws memdb.WatchSet, nodeID string) ([]*structs.Allocation, error)
+	// Nodes iterates over every node (*structs.Node).
+	Nodes(ws memdb.WatchSet) (memdb.ResultIterator, error)
+	CSIVolumeByID(ws memdb.WatchSet, ns, id string) (*structs.CSIVolume, error)
+	// CSIVolumesByNodeID iterates over the volumes (*structs.CSIVolume)
+	// with a live claim by an alloc on the node.
+	CSIVolumesByNodeID(ws memdb.WatchSet, nodeID string) (memdb.ResultIterator, error)
+}
+
+// Planner is how a scheduler changes the cluster. A scheduler calls it
+// from one goroutine, one call at a time. Every call blocks until its
+// Raft write is applied, or ctx ends.
+type Planner interface {
+	// SubmitPlan asks the plan applier to commit plan. The applier
+	// re-checks every new or updated alloc against the latest state and
+	// commits what still fits (and every stop) in one Raft entry. The
+	// result says what was committed. When something was dropped, the
+	// returned State is at least as new as the commit and the scheduler
+	// plans again against it; otherwise it is nil. An error means nothing
+	// is known to be committed: the eval is retried.
+	SubmitPlan(ctx context.Context, plan *structs.Plan) (*structs.PlanResult, State, error)
+	// UpdateEval writes the eval being processed, with its final status.
+	UpdateEval(ctx context.Context, eval *structs.Evaluation) error
+	// CreateEval writes a new eval: the blocked eval that retries failed
+	// placements when capacity appears. A planner keeps one blocked eval
+	// per job: creating one replaces (cancels) any older one.
+	CreateEval(ctx context.Context, eval *structs.Evaluation) error
+}
+
+// Options carry a scheduler's clock, ID source and logger. Zero values
+// mean time.Now, helper.UUID and a null logger.
+type Options struct {
+	Logger hclog.Logger
+	Now    func() time.Time
+	NewID  func() string
+}
+
+// maxPlanAttempts bounds how often one eval re-plans after the plan
+// applier rejected part of its plan.
+const maxPlanAttempts = 5
+
+// Scheduler processes evals of every job type. It is not safe for
+// concurrent use; a worker makes one per eval.
+type Scheduler struct {
+	logger  hclog.Logger
+	state   State
+	planner Planner
+	now     func() time.Time
+	newID   func() string
+}
+
+// New returns a scheduler reading st and writing through p.
+func New(st State, p Planner, opts Options) *Scheduler {
+	s := &Scheduler{state: st, planner: p, logger: opts.Logger, now: opts.Now, newID: opts.NewID}
+	if s.logger == nil {
+		s.logger = hclog.NewNullLogger()
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.newID == nil {
+		s.newID = helper.UUID
+	}
+	return s
+}
+
+// outcome is one planning pass: the plan, and per group the placements
+// that failed (with why) and how many are still queued.
+type outcome struct {
+	plan   *structs.Plan
+	failed map[string]*structs.AllocMetric
+	queued map[string]int
+}
+
+// Process runs the scheduler for eval's job type until its plan is
+// committed (re-planning after partial rejections), then writes the eval's
+// final status, creating a blocked eval for placements that did not fit.
+// An error means the eval should be retried (nack); the eval's status is
+// then left alone.
+func (s *Scheduler) Process(ctx context.Context, eval *structs.Evaluation) error {
+	var compute func(State, *structs.Evaluation) (*outcome, error)
+	switch eval.Type {
+	case structs.JobTypeService, structs.JobTypeBatch:
+		compute = s.computeGeneric
+	case structs.JobTypeSystem:
+		compute = s.computeSystem
+	default:
+		return s.fail(ctx, eval, fmt.Sprintf("scheduler: unknown job type %q", eval.Type))
+	}
+	logger := s.logger.With("eval_id", eval.ID, "job_id", eval.JobID, "namespace", eval.Namespace)
+
+	st := s.state
+	var out *outcome
+	exhausted := false
+	for attempt := 1; ; attempt++ {
+		var err error
+		out, err = compute(st, eval)
+		if err != nil {
+			return fmt.Errorf("planning eval %s: %w", eval.ID, err)
+		}
+		if out.plan.IsNoOp() {
+			break
+		}
+		result, refreshed, err := s.planner.SubmitPlan(ctx, out.plan)
+		if err != nil {
+			return fmt.Errorf("submitting plan of eval %s: %w", eval.ID, err)
+		}
+		full, expected, actual := result.FullCommit(out.plan)
+		if full {
+			break
+		}
+		logger.Debug("plan partially rejected; planning again", "attempt", attempt, "expected", expected, "committed", actual)
+		if refreshed != nil {
+			st = refreshed
+		}
+		if attempt >= maxPlanAttempts {
+			exhausted = true
+			break
+		}
+	}
+	return s.finish(ctx, eval, out, exhausted)
+}
+
+// finish writes the blocked eval (if placements failed) and the eval's
+// final status.
+func (s *Scheduler) finish(ctx context.Context, eval *structs.Evaluation, out *outcome, exhausted bool) error {
+	now := s.now().UnixNano()
+	e := eval.Copy()
+	e.Status = structs.EvalStatusComplete
+	e.StatusDescription = ""
+	e.FailedTGAllocs = nil
+	if len(out.failed) > 0 {
+		e.FailedTGAllocs = out.failed
+	}
+	e.QueuedAllocations = out.queued
+	e.ModifyTime = now
+	if exhausted {
+		e.Status = structs.EvalStatusFailed
+		e.StatusDescription = fmt.Sprintf("plan rejected %d times in a row; retrying when capacity changes", maxPlanAttempts)
+	}
+	if len(out.failed) > 0 || exhausted {
+		trigger := eval.TriggeredBy
+		if exhausted {
+			trigger = structs.EvalTriggerMaxPlans
+		}
+		blocked := &structs.Evaluation{
+			ID:                s.newID(),
+			Namespace:         eval.Namespace,
+			Priority:          eval.Priority,
+			Type:              eval.Type,
+			TriggeredBy:       trigger,
+			JobID:             eval.JobID,
+			JobModifyIndex:    eval.JobModifyIndex,
+			Status:            structs.EvalStatusBlocked,
+			StatusDescription: "created to place remaining allocations",
+			PreviousEval:      eval.ID,
+			FailedTGAllocs:    copyMetrics(out.failed),
+			QueuedAllocations: out.queued,
+			CreateTime:        now,
+			ModifyTime:        now,
+		}
+		if err := s.planner.CreateEval(ctx, blocked); err != nil {
+			return fmt.Errorf("creating blocked eval for eval %s: %w", eval.ID, err)
+		}
+		e.BlockedEval = blocked.ID
+	}
+	if err := s.planner.UpdateEval(ctx, e); err != nil {
+		return fmt.Errorf("updating eval %s: %w", eval.ID, err)
+	}
+	return nil
+}
+
+// fail marks eval failed with desc: for evals no retry can fix.
+func (s *Scheduler) fail(ctx context.Context, eval *structs.Evaluation, desc string) error {
+	e := eval.Copy()
+	e.Status = structs.EvalStatusFailed
+	e.StatusDescription = desc
+	e.ModifyTime = s.now().UnixNano()
+	if err := s.planner.UpdateEval(ctx, e); err != nil {
+		return fmt.Errorf("updating eval %s: %w", eval.ID, err)
+	}
+	return nil
+}
+
+func copyMetrics(in map[string]*structs.AllocMetric) map[string]*structs.AllocMetric {
+	if in == nil {
+		return nil
+	}
+	out := make(map[string]*structs.AllocMetric, len(in))
+	for k, m := range in {
+		out[k] = m.Copy()
+	}
+	return out
+}

@@ -1,0 +1,167 @@
+package nomad
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/berth-io/berth/nomad/scheduler"
+	"github.com/berth-io/berth/nomad/state"
+	"github.com/berth-io/berth/nomad/structs"
+)
+
+// runWorker takes evals from the broker and runs the scheduler for each,
+// until ctx ends:
+//
+//	Dequeue ──► snapshot at least as new as the eval ──► eval still pending? ──no──► Ack
+//	                                                        │ yes
+//	                                                        ▼
+//	                scheduler.Process (plans through the applier, writes evals)
+//	                        │ ok ──► Ack        │ error ──► Nack (redelivered, or failed past the limit)
+func (s *Server) runWorker(ctx context.Context, sc *scheduling, id int) {
+	w := &worker{srv: s, sc: sc, logger: s.logger.Named("worker").With("worker", id)}
+	for {
+		eval, token, err := sc.broker.Dequeue(ctx)
+		if err != nil {
+			return
+		}
+		if err := w.process(ctx, eval); err != nil {
+			if ctx.Err() != nil {
+				return // the term is over; the next leader picks the eval up
+			}
+			w.logger.Warn("processing eval failed; it will be retried", "eval_id", eval.ID, "job_id", eval.JobID, "error", err)
+			if err := sc.broker.Nack(eval.ID, token); err != nil {
+				w.logger.Warn("nack failed", "eval_id", eval.ID, "error", err)
+			}
+			continue
+		}
+		if err := sc.broker.Ack(eval.ID, token); err != nil {
+			w.logger.Warn("ack failed", "eval_id", eval.ID, "error", err)
+		}
+	}
+}
+
+type worker struct {
+	srv    *Server
+	sc     *scheduling
+	logger hclog.Logger
+}
+
+func (w *worker) process(ctx context.Context, eval *structs.Evaluation) error {
+	snap, err := w.srv.snapshotMinIndex(ctx, eval.ModifyIndex)
+	if err != nil {
+		return fmt.Errorf("waiting for state of eval %s: %w", eval.ID, err)
+	}
+	cur, err := snap.EvalByID(nil, eval.ID)
+	if err != nil {
+		return err
+	}
+	if cur == nil || cur.Status != structs.EvalStatusPending {
+		return nil // already processed, or garbage collected
+	}
+	index, err := snap.LatestIndex()
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	p := &workerPlanner{w: w, snapIndex: index}
+	err = scheduler.New(snap, p, scheduler.Options{Logger: w.logger.Named("scheduler")}).Process(ctx, cur)
+	w.logger.Debug("eval processed", "eval_id", cur.ID, "job_id", cur.JobID, "type", cur.Type,
+		"trigger", cur.TriggeredBy, "duration", time.Since(start), "error", err)
+	return err
+}
+
+// workerPlanner is the scheduler's Planner on the leader: plans go to the
+// plan applier, evals straight to Raft.
+type workerPlanner struct {
+	w *worker
+	// snapIndex is the index of the state the scheduler plans on now.
+	snapIndex uint64
+}
+
+var _ scheduler.Planner = (*workerPlanner)(nil)
+
+func (p *workerPlanner) SubmitPlan(ctx context.Context, plan *structs.Plan) (*structs.PlanResult, scheduler.State, error) {
+	result, err := p.w.sc.plans.submit(ctx, plan)
+	if err != nil {
+		return nil, nil, err
+	}
+	if full, _, _ := result.FullCommit(plan); full {
+		return result, nil, nil
+	}
+	for id, why := range result.Rejected {
+		p.w.logger.Debug("plan applier rejected an alloc", "eval_id", plan.EvalID, "alloc_id", id, "reason", why)
+	}
+	snap, err := p.w.srv.snapshotMinIndex(ctx, max(result.RefreshIndex, result.AllocIndex))
+	if err != nil {
+		return nil, nil, err
+	}
+	if p.snapIndex, err = snap.LatestIndex(); err != nil {
+		return nil, nil, err
+	}
+	return result, snap, nil
+}
+
+// UpdateEval writes the eval's final status. An eval that completed with
+// everything placed makes any blocked eval of its job stale: those are
+// canceled in the same entry.
+func (p *workerPlanner) UpdateEval(_ context.Context, e *structs.Evaluation) error {
+	evals := []*structs.Evaluation{e}
+	if e.Status == structs.EvalStatusComplete && e.BlockedEval == "" {
+		stale, err := p.blockedOfJob(e, "canceled: a later eval placed every alloc of the job")
+		if err != nil {
+			return err
+		}
+		evals = append(evals, stale...)
+	}
+	_, _, err := p.w.srv.raftApply(structs.EvalUpdateRequestType, &structs.EvalUpdateRequest{Evals: evals, Timestamp: time.Now().UnixNano()})
+	return err
+}
+
+// CreateEval writes a new eval. A blocked eval replaces (cancels) older
+// blocked evals of its job, and the tracker learns which state its
+// scheduler saw, so a change it missed still unblocks it.
+func (p *workerPlanner) CreateEval(_ context.Context, e *structs.Evaluation) error {
+	evals := []*structs.Evaluation{e}
+	if e.Status == structs.EvalStatusBlocked {
+		older, err := p.blockedOfJob(e, "replaced by a newer blocked eval of the job")
+		if err != nil {
+			return err
+		}
+		evals = append(evals, older...)
+		p.w.sc.blocked.Hint(e.ID, p.snapIndex)
+	}
+	_, _, err := p.w.srv.raftApply(structs.EvalUpdateRequestType, &structs.EvalUpdateRequest{Evals: evals, Timestamp: time.Now().UnixNano()})
+	if err != nil && e.Status == structs.EvalStatusBlocked {
+		p.w.sc.blocked.DropHint(e.ID)
+	}
+	return err
+}
+
+// blockedOfJob returns, canceled with desc, the blocked evals of e's job
+// other than e.
+func (p *workerPlanner) blockedOfJob(e *structs.Evaluation, desc string) ([]*structs.Evaluation, error) {
+	return blockedEvalsOfJob(p.w.srv.fsm.State(), e, desc)
+}
+
+func blockedEvalsOfJob(store *state.StateStore, e *structs.Evaluation, desc string) ([]*structs.Evaluation, error) {
+	evals, err := store.EvalsByJob(nil, e.Namespace, e.JobID)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now().UnixNano()
+	var out []*structs.Evaluation
+	for _, b := range evals {
+		if b.ID == e.ID || b.Status != structs.EvalStatusBlocked {
+			continue
+		}
+		c := b.Copy()
+		c.Status = structs.EvalStatusCancelled
+		c.StatusDescription = desc
+		c.ModifyTime = now
+		out = append(out, c)
+	}
+	return out, nil
+}
