@@ -1,0 +1,23 @@
+package client
+
+import (
+	"fmt"
+
+	"github.com/berth-io/berth/client/logs"
+)
+
+// AllocLogs opens a task's stdout or stderr ("stdout", "stderr") across
+// its rotated files, oldest first. The caller closes the reader.
+func (c *Client) AllocLogs(allocID, task, logType string) (*logs.Reader, error) {
+	if !logs.ValidStream(logType) {
+		return nil, fmt.Errorf("log type %q: %w", logType, ErrInvalidLogType)
+	}
+	r, err := c.runner(allocID)
+	if err != nil {
+		return nil, err
+	}
+	if !r.HasTask(task) {
+		return nil, fmt.Errorf("alloc %s, task %q: %w", allocID, task, ErrUnknownTask)
+	}
+	return logs.Open(r.AllocDir().LogDir, task, logType)
+}

@@ -1,0 +1,108 @@
+// Package allocdir builds and removes an alloc's directory tree:
+//
+//	<data_dir>/alloc/<alloc id>/
+//	├── alloc/            shared by the alloc's tasks (NOMAD_ALLOC_DIR)
+//	│   ├── data/
+//	│   ├── tmp/
+//	│   └── logs/         <task>.stdout.0, <task>.stderr.0 and rotated files
+//	└── <task>/           the task's working dir (or chroot for exec)
+//	    ├── local/        NOMAD_TASK_DIR
+//	    ├── secrets/      NOMAD_SECRETS_DIR, mode 0700
+//	    └── tmp/
+//
+// Destroy never deletes through a mount point: anything still mounted
+// under the alloc dir (a chroot's bind mounts, a CSI volume) is unmounted
+// first, and if that fails the directory is left in place.
+package allocdir
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// AllocDir is one alloc's directory tree.
+type AllocDir struct {
+	// Dir is <data_dir>/alloc/<alloc id>.
+	Dir string
+	// SharedDir is Dir/alloc.
+	SharedDir string
+	// LogDir is SharedDir/logs.
+	LogDir string
+}
+
+// TaskDir is one task's part of the tree.
+type TaskDir struct {
+	Name       string
+	Dir        string
+	LocalDir   string
+	SecretsDir string
+	TmpDir     string
+	// LogDir is shared with the other tasks (files are named per task).
+	LogDir string
+}
+
+// New describes the alloc dir for allocID under root (<data_dir>/alloc);
+// it creates nothing.
+func New(root, allocID string) *AllocDir {
+	dir := filepath.Join(root, allocID)
+	shared := filepath.Join(dir, "alloc")
+	return &AllocDir{Dir: dir, SharedDir: shared, LogDir: filepath.Join(shared, "logs")}
+}
+
+// TaskDir describes the dir of task name.
+func (d *AllocDir) TaskDir(name string) *TaskDir {
+	dir := filepath.Join(d.Dir, name)
+	return &TaskDir{
+		Name:       name,
+		Dir:        dir,
+		LocalDir:   filepath.Join(dir, "local"),
+		SecretsDir: filepath.Join(dir, "secrets"),
+		TmpDir:     filepath.Join(dir, "tmp"),
+		LogDir:     d.LogDir,
+	}
+}
+
+// Build creates the tree for the given tasks. It is idempotent, so a
+// restored alloc can call it again.
+func (d *AllocDir) Build(tasks []string) error {
+	dirs := []struct {
+		path string
+		mode os.FileMode
+	}{
+		{d.Dir, 0o755},
+		{d.SharedDir, 0o755},
+		{filepath.Join(d.SharedDir, "data"), 0o755},
+		{filepath.Join(d.SharedDir, "tmp"), 0o1777},
+		{d.LogDir, 0o755},
+	}
+	for _, name := range tasks {
+		td := d.TaskDir(name)
+		dirs = append(dirs, []struct {
+			path string
+			mode os.FileMode
+		}{{td.Dir, 0o755}, {td.LocalDir, 0o755}, {td.SecretsDir, 0o700}, {td.TmpDir, 0o1777}}...)
+	}
+	for _, dd := range dirs {
+		if err := os.MkdirAll(dd.path, dd.mode); err != nil {
+			return fmt.Errorf("building alloc dir: %w", err)
+		}
+		// MkdirAll applies the umask; set the mode we mean.
+		if err := os.Chmod(dd.path, dd.mode); err != nil {
+			return fmt.Errorf("building alloc dir: %w", err)
+		}
+	}
+	return nil
+}
+
+// Destroy unmounts whatever is mounted under the tree, then removes it.
+// It is idempotent.
+func (d *AllocDir) Destroy() error {
+	if err := unmountUnder(d.Dir); err != nil {
+		return fmt.Errorf("removing alloc dir %s: %w", d.Dir, err)
+	}
+	if err := os.RemoveAll(d.Dir); err != nil {
+		return fmt.Errorf("removing alloc dir %s: %w", d.Dir, err)
+	}
+	return nil
+}

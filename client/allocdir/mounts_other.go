@@ -1,0 +1,5 @@
+//go:build !linux
+
+package allocdir
+
+func unmountUnder(string) error { return nil }

@@ -1,0 +1,258 @@
+package allocrunner
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/berth-io/berth/client/allocrunner/taskrunner"
+	"github.com/berth-io/berth/client/state"
+	"github.com/berth-io/berth/nomad/structs"
+)
+
+// Run runs the alloc until Shutdown or Destroy. Call it once.
+func (r *Runner) Run() {
+	defer close(r.waitCh)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.updateLoop()
+	}()
+
+	r.taskStateUpdated() // report at once, even if nothing changes for a while
+	r.runTasks()
+	if r.ctx.Err() != nil {
+		return // shutdown: tasks keep running
+	}
+	r.postrun()
+	<-r.ctx.Done()
+}
+
+// runTasks runs prerun hooks, then every task, until all tasks exited or
+// the client shuts down.
+func (r *Runner) runTasks() {
+	allDead := true
+	for _, tr := range r.tasks {
+		allDead = allDead && tr.IsDead()
+	}
+	if allDead {
+		// Restored after every task exited: nothing to set up. Run returns
+		// at once for a dead task; it just settles the runner.
+		for _, tr := range r.tasks {
+			tr.Run()
+		}
+		return
+	}
+	if err := r.prerun(); err != nil {
+		switch {
+		case r.ctx.Err() != nil:
+			return
+		case r.stopCtx.Err() != nil:
+			for _, tr := range r.tasks {
+				tr.MarkDead(taskrunner.NewEvent(taskrunner.EventKilled, "Alloc stopped before its tasks started"), false)
+			}
+		default:
+			r.logger.Error("prerun failed; failing the alloc", "error", err)
+			for _, tr := range r.tasks {
+				tr.MarkDead(taskrunner.NewEvent(taskrunner.EventSetupFailure, err.Error()), true)
+			}
+		}
+		return
+	}
+
+	done := make(chan *taskrunner.Runner, len(r.tasks))
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for _, tr := range r.tasks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tr.Run()
+			done <- tr
+		}()
+	}
+	siblingsKilled := false
+	for range r.tasks {
+		tr := <-done
+		if r.ctx.Err() != nil || siblingsKilled || !tr.State().Failed {
+			continue
+		}
+		// A failed task takes the alloc down: stop its siblings.
+		siblingsKilled = true
+		name := tr.Name()
+		r.logger.Info("task failed; killing its siblings", "task", name)
+		err := r.killTasks(r.ctx, func() *structs.TaskEvent {
+			return taskrunner.NewEvent(taskrunner.EventSiblingFailed, fmt.Sprintf("Task %q failed", name))
+		})
+		if err != nil && r.ctx.Err() == nil {
+			r.logger.Warn("killing siblings of a failed task", "error", err)
+		}
+	}
+}
+
+func (r *Runner) prerun() error {
+	for _, h := range r.hooks {
+		ph, ok := h.(PrerunHook)
+		if !ok {
+			continue
+		}
+		start := time.Now()
+		if err := ph.Prerun(r.stopCtx); err != nil {
+			return fmt.Errorf("prerun hook %q failed: %w", h.Name(), err)
+		}
+		r.logger.Trace("prerun hook done", "hook", h.Name(), "duration", time.Since(start))
+	}
+	return nil
+}
+
+// postrun runs postrun hooks in reverse order, retrying the failed ones
+// with backoff, then records TasksExited. It closes postrunDone when it
+// is finished or gives up (Shutdown, Destroy).
+func (r *Runner) postrun() {
+	defer close(r.postrunDone)
+	r.lock.Lock()
+	exited := r.tasksExited
+	r.lock.Unlock()
+	if exited {
+		return
+	}
+	var pending []PostrunHook
+	for _, h := range slices.Backward(r.hooks) {
+		if ph, ok := h.(PostrunHook); ok {
+			pending = append(pending, ph)
+		}
+	}
+	for attempt := 0; len(pending) > 0; attempt++ {
+		var failed []PostrunHook
+		for _, h := range pending {
+			if err := h.Postrun(r.ctx); err != nil {
+				if r.ctx.Err() != nil {
+					return
+				}
+				r.logger.Warn("postrun hook failed; will retry", "hook", h.Name(), "error", err)
+				failed = append(failed, h)
+			}
+		}
+		if pending = failed; len(pending) == 0 {
+			break
+		}
+		t := time.NewTimer(r.postrunBackoff.Delay(attempt))
+		select {
+		case <-t.C:
+		case <-r.ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+	r.lock.Lock()
+	r.tasksExited = true
+	r.lock.Unlock()
+	if err := r.db.PutAllocState(r.id, &state.AllocState{TasksExited: true}); err != nil {
+		r.logger.Error("persisting alloc state failed", "error", err)
+	}
+	r.taskStateUpdated()
+}
+
+// updateLoop applies alloc updates until the runner ends.
+func (r *Runner) updateLoop() {
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-r.updateCh:
+		}
+		a := r.latestAlloc()
+		for _, h := range r.hooks {
+			if uh, ok := h.(UpdateHook); ok {
+				if err := uh.Update(r.ctx, &UpdateRequest{Alloc: a}); err != nil && r.ctx.Err() == nil {
+					r.logger.Warn("update hook failed", "hook", h.Name(), "error", err)
+				}
+			}
+		}
+		if a.DesiredStatus == structs.AllocDesiredStatusRun {
+			continue
+		}
+		r.stopCancel()
+		reason := "Alloc was stopped"
+		if a.DesiredDescription != "" {
+			reason += ": " + a.DesiredDescription
+		}
+		if err := r.killTasks(r.ctx, func() *structs.TaskEvent { return taskrunner.KillingEvent(reason) }); err != nil && r.ctx.Err() == nil {
+			r.logger.Warn("killing tasks of a stopped alloc", "error", err)
+		}
+	}
+}
+
+// Stop kills the alloc's tasks (their kill timeouts apply) and waits for
+// postrun hooks, or for ctx. The runner keeps running until Destroy or
+// Shutdown. Dev agents stop every alloc this way on shutdown.
+func (r *Runner) Stop(ctx context.Context, reason string) error {
+	r.stopCancel()
+	err := r.killTasks(ctx, func() *structs.TaskEvent { return taskrunner.KillingEvent(reason) })
+	select {
+	case <-r.postrunDone:
+	case <-ctx.Done():
+		return fmt.Errorf("stopping alloc %s: %w", r.id, ctx.Err())
+	}
+	return err
+}
+
+// Destroy stops the alloc for good: kills its tasks, waits for postrun
+// hooks (up to ctx), ends Run, runs destroy hooks (the alloc dir goes
+// last) and forgets the alloc in the client state.
+func (r *Runner) Destroy(ctx context.Context) error {
+	if err := r.Stop(ctx, "Alloc was destroyed"); err != nil {
+		r.logger.Warn("destroying alloc before its tasks and postrun hooks finished", "error", err)
+	}
+	r.cancel()
+	select {
+	case <-r.waitCh:
+	case <-ctx.Done():
+		return fmt.Errorf("destroying alloc %s: %w", r.id, ctx.Err())
+	}
+	for _, h := range slices.Backward(r.hooks) {
+		if dh, ok := h.(DestroyHook); ok {
+			if err := dh.Destroy(ctx); err != nil {
+				r.logger.Warn("destroy hook failed", "hook", h.Name(), "error", err)
+			}
+		}
+	}
+	if err := r.db.DeleteAlloc(r.id); err != nil {
+		return fmt.Errorf("destroying alloc %s: %w", r.id, err)
+	}
+	return nil
+}
+
+// Shutdown stops the runner without touching its tasks: they keep running
+// for the next client process. It waits for Run (up to ctx), then runs
+// shutdown hooks.
+func (r *Runner) Shutdown(ctx context.Context) error {
+	r.cancel()
+	var wg sync.WaitGroup
+	for _, tr := range r.tasks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := tr.Shutdown(ctx); err != nil {
+				r.logger.Warn("task runner did not shut down in time", "task", tr.Name(), "error", err)
+			}
+		}()
+	}
+	wg.Wait()
+	var err error
+	select {
+	case <-r.waitCh:
+	case <-ctx.Done():
+		err = fmt.Errorf("shutting down alloc %s: %w", r.id, ctx.Err())
+	}
+	for _, h := range r.hooks {
+		if sh, ok := h.(ShutdownHook); ok {
+			sh.Shutdown(ctx)
+		}
+	}
+	return err
+}

@@ -1,0 +1,224 @@
+package allocrunner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/berth-io/berth/client/allocdir"
+	"github.com/berth-io/berth/client/allocrunner/shared"
+	"github.com/berth-io/berth/client/allocrunner/taskrunner"
+	"github.com/berth-io/berth/client/logs"
+	"github.com/berth-io/berth/client/state"
+	"github.com/berth-io/berth/helper"
+	"github.com/berth-io/berth/nomad/structs"
+	"github.com/berth-io/berth/plugins/drivers"
+)
+
+// StateUpdater receives the alloc's client view whenever it changes. It
+// must not block (the client queues and batches).
+type StateUpdater interface {
+	AllocStateUpdated(alloc *structs.Allocation)
+}
+
+// Config is what an alloc runner needs.
+type Config struct {
+	Alloc *structs.Allocation
+	// AllocRoot is <data_dir>/alloc.
+	AllocRoot    string
+	DB           state.DB
+	Drivers      map[string]drivers.Driver
+	StateUpdater StateUpdater
+	Logger       hclog.Logger
+	// Restore rebuilds the runner from the client state after a client
+	// restart instead of starting the alloc fresh.
+	Restore bool
+	// Hooks are extra alloc hooks, after the built-in alloc dir hook.
+	Hooks []HookFactory
+	// TaskHooks are extra task hooks for every task.
+	TaskHooks []taskrunner.HookFactory
+	Logs      logs.Config
+	// PostrunBackoff paces retries of failed postrun hooks (default 1s
+	// doubling to 1m).
+	PostrunBackoff helper.Backoff
+	// KillGrace: see taskrunner.Config.
+	KillGrace time.Duration
+}
+
+// Runner runs one alloc. Build it with New and call Run once, in a
+// goroutine the caller owns; Run returns after Shutdown or Destroy.
+type Runner struct {
+	id             string
+	logger         hclog.Logger
+	db             state.DB
+	allocDir       *allocdir.AllocDir
+	updater        StateUpdater
+	hooks          []Hook
+	tasks          []*taskrunner.Runner
+	restored       bool
+	postrunBackoff helper.Backoff
+
+	// ctx lives until Shutdown or Destroy; stopCtx, its child, also ends
+	// when the alloc is stopped (it cancels a Prerun in progress).
+	ctx        context.Context
+	cancel     context.CancelFunc
+	stopCtx    context.Context
+	stopCancel context.CancelFunc
+
+	updateCh    chan struct{}
+	waitCh      chan struct{}
+	postrunDone chan struct{}
+
+	// lock guards alloc and tasksExited.
+	lock        sync.Mutex
+	alloc       *structs.Allocation
+	tasksExited bool
+}
+
+// New builds a runner; it persists a new alloc before anything else.
+func New(cfg *Config) (*Runner, error) {
+	a := cfg.Alloc.Copy()
+	if a.Job == nil {
+		return nil, fmt.Errorf("alloc %s: missing job", a.ID)
+	}
+	tg := a.Job.LookupTaskGroup(a.TaskGroup)
+	if tg == nil {
+		return nil, fmt.Errorf("alloc %s: job %q has no group %q", a.ID, a.JobID, a.TaskGroup)
+	}
+	r := &Runner{
+		id:             a.ID,
+		logger:         cfg.Logger.Named("alloc_runner").With("alloc_id", a.ID),
+		db:             cfg.DB,
+		allocDir:       allocdir.New(cfg.AllocRoot, a.ID),
+		updater:        cfg.StateUpdater,
+		restored:       cfg.Restore,
+		postrunBackoff: cfg.PostrunBackoff,
+		updateCh:       make(chan struct{}, 1),
+		waitCh:         make(chan struct{}),
+		postrunDone:    make(chan struct{}),
+		alloc:          a,
+	}
+	if r.postrunBackoff.Base <= 0 {
+		r.postrunBackoff = helper.Backoff{Base: time.Second, Max: time.Minute}
+	}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.stopCtx, r.stopCancel = context.WithCancel(r.ctx)
+
+	if cfg.Restore {
+		st, err := cfg.DB.GetAllocState(a.ID)
+		if err != nil {
+			return nil, fmt.Errorf("restoring alloc %s: %w", a.ID, err)
+		}
+		r.tasksExited = st != nil && st.TasksExited
+	} else if err := cfg.DB.PutAlloc(a); err != nil {
+		return nil, fmt.Errorf("persisting alloc %s: %w", a.ID, err)
+	}
+
+	res := shared.NewHookResources()
+	names := make([]string, 0, len(tg.Tasks))
+	for _, t := range tg.Tasks {
+		names = append(names, t.Name)
+		tr, err := taskrunner.New(&taskrunner.Config{
+			Alloc: a, Task: t, Driver: cfg.Drivers[t.Driver], AllocDir: r.allocDir, DB: cfg.DB,
+			Logger: r.logger, Resources: res, StateUpdated: r.taskStateUpdated, Hooks: cfg.TaskHooks,
+			Logs: cfg.Logs, Restore: cfg.Restore, KillGrace: cfg.KillGrace,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("alloc %s: %w", a.ID, err)
+		}
+		r.tasks = append(r.tasks, tr)
+	}
+
+	hc := &HookConfig{Alloc: a, AllocDir: r.allocDir, Resources: res, Data: hookData{db: cfg.DB, allocID: a.ID}, Restored: cfg.Restore, Logger: r.logger}
+	r.hooks = []Hook{&allocDirHook{dir: r.allocDir, tasks: names}}
+	for _, f := range cfg.Hooks {
+		r.hooks = append(r.hooks, f(hc))
+	}
+	return r, nil
+}
+
+// ID is the alloc's ID.
+func (r *Runner) ID() string { return r.id }
+
+// AllocDir is the alloc's directory tree.
+func (r *Runner) AllocDir() *allocdir.AllocDir { return r.allocDir }
+
+// HasTask reports whether the alloc runs a task of that name.
+func (r *Runner) HasTask(name string) bool {
+	for _, tr := range r.tasks {
+		if tr.Name() == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Alloc returns the client's view of the alloc: the servers' latest
+// version with this client's task states, status and TasksExited.
+func (r *Runner) Alloc() *structs.Allocation {
+	states := make(map[string]*structs.TaskState, len(r.tasks))
+	for _, tr := range r.tasks {
+		states[tr.Name()] = tr.State()
+	}
+	r.lock.Lock()
+	defer r.lock.Unlock()
+	a := r.alloc.Copy()
+	a.TaskStates = states
+	a.ClientStatus, a.ClientDescription = ClientStatus(states)
+	a.TasksExited = r.tasksExited
+	return a
+}
+
+// WaitCh is closed once Run returned.
+func (r *Runner) WaitCh() <-chan struct{} { return r.waitCh }
+
+func (r *Runner) taskStateUpdated() { r.updater.AllocStateUpdated(r.Alloc()) }
+
+// Update takes a new version of the alloc from the servers: it persists
+// it, then (in the runner's goroutine) runs update hooks and, when the
+// alloc is to stop, kills its tasks. It does not block.
+func (r *Runner) Update(a *structs.Allocation) {
+	a = a.Copy()
+	r.lock.Lock()
+	r.alloc = a
+	r.lock.Unlock()
+	if err := r.db.PutAlloc(a); err != nil {
+		r.logger.Error("persisting alloc update failed", "error", err)
+	}
+	select {
+	case r.updateCh <- struct{}{}:
+	default: // one is pending; it will read the latest alloc
+	}
+}
+
+func (r *Runner) latestAlloc() *structs.Allocation {
+	r.lock.Lock()
+	defer r.lock.Unlock()
+	return r.alloc
+}
+
+// killTasks kills every task with ev, in parallel, and waits (or ctx).
+func (r *Runner) killTasks(ctx context.Context, ev func() *structs.TaskEvent) error {
+	var (
+		wg   sync.WaitGroup
+		lock sync.Mutex
+		errs []error
+	)
+	for _, tr := range r.tasks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := tr.Kill(ctx, ev()); err != nil {
+				lock.Lock()
+				errs = append(errs, err)
+				lock.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

@@ -1,0 +1,275 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/berth-io/berth/client/state"
+	"github.com/berth-io/berth/helper"
+	"github.com/berth-io/berth/nomad/structs"
+)
+
+// Client is one node's client agent.
+type Client struct {
+	cfg     *Config
+	logger  hclog.Logger
+	db      state.DB
+	dataDir string
+	// tmpDataDir is set when the client made DataDir itself (DevMode).
+	tmpDataDir bool
+	host       *hostFingerprint
+	syncer     *allocSyncer
+
+	// ctx ends at Shutdown; every goroutine the client starts watches it
+	// and is counted in wg.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	// registered is closed after the first successful registration.
+	registered chan struct{}
+
+	shutdownOnce sync.Once
+	shutdownErr  error
+
+	// nodeLock guards node.
+	nodeLock sync.RWMutex
+	node     *structs.Node
+
+	// allocLock guards allocs and closing.
+	allocLock sync.RWMutex
+	allocs    map[string]*allocEntry
+	closing   bool
+}
+
+// New starts a client: it opens the client state, loads or creates the
+// node identity, fingerprints, restores the allocs a previous process ran
+// and starts registering, heartbeating and watching allocs in the
+// background. It returns without waiting for the servers.
+func New(cfg *Config) (*Client, error) {
+	if cfg.RPC == nil {
+		return nil, errors.New("client: missing RPC")
+	}
+	cfg = cfg.withDefaults()
+	c := &Client{
+		cfg:        cfg,
+		logger:     cfg.Logger.Named("client"),
+		dataDir:    cfg.DataDir,
+		registered: make(chan struct{}),
+		allocs:     map[string]*allocEntry{},
+	}
+	if c.dataDir == "" {
+		if !cfg.DevMode {
+			return nil, errors.New("client: data_dir is required outside dev mode")
+		}
+		dir, err := os.MkdirTemp("", "berth-client-")
+		if err != nil {
+			return nil, fmt.Errorf("client: creating a temporary data dir: %w", err)
+		}
+		c.dataDir, c.tmpDataDir = dir, true
+	}
+	if cfg.Drivers == nil && cfg.DriverFactory != nil {
+		cfg.Drivers = cfg.DriverFactory(filepath.Join(c.dataDir, "client", "drivers"))
+	}
+	if err := c.openState(); err != nil {
+		c.removeTmpDataDir()
+		return nil, err
+	}
+	id, err := c.loadIdentity()
+	if err != nil {
+		c.db.Close()
+		c.removeTmpDataDir()
+		return nil, err
+	}
+	c.logger = c.logger.With("node_id", id.ID)
+	c.host = fingerprintHost(cfg.NetworkIP)
+	c.node = c.buildNode(id, fingerprintDrivers(context.Background(), cfg.Drivers))
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.syncer = newAllocSyncer(c, cfg.UpdateBatchWindow, cfg.RetryBackoff)
+
+	c.restoreAllocs()
+	c.goRun(c.syncer.run)
+	c.goRun(c.heartbeatLoop)
+	c.goRun(c.watchAllocs)
+	c.logger.Info("client started", "data_dir", c.dataDir, "node_name", c.node.Name)
+	return c, nil
+}
+
+// goRun runs fn(c.ctx) in a goroutine the client owns.
+func (c *Client) goRun(fn func(context.Context)) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		fn(c.ctx)
+	}()
+}
+
+func (c *Client) openState() error {
+	if c.cfg.StateDB != nil {
+		c.db = c.cfg.StateDB
+		return nil
+	}
+	db, err := state.NewBoltDB(filepath.Join(c.dataDir, "client", "state.db"))
+	if err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	c.db = db
+	return nil
+}
+
+// loadIdentity returns the persisted node identity, creating it once: a
+// restarted client is the same node.
+func (c *Client) loadIdentity() (*state.NodeIdentity, error) {
+	id, err := c.db.GetNodeIdentity()
+	if err != nil {
+		return nil, fmt.Errorf("client: loading node identity: %w", err)
+	}
+	if id != nil {
+		return id, nil
+	}
+	id = &state.NodeIdentity{ID: helper.UUID(), SecretID: helper.UUID()}
+	if err := c.db.PutNodeIdentity(id); err != nil {
+		return nil, fmt.Errorf("client: persisting node identity: %w", err)
+	}
+	return id, nil
+}
+
+// buildNode is the node as registered.
+func (c *Client) buildNode(id *state.NodeIdentity, drv map[string]*structs.DriverInfo) *structs.Node {
+	n := c.cfg.Node.Copy()
+	n.ID, n.SecretID = id.ID, id.SecretID
+	if n.Name == "" {
+		n.Name = c.host.Attributes["unique.hostname"]
+	}
+	if n.Name == "" {
+		n.Name = id.ID
+	}
+	if n.Datacenter == "" {
+		n.Datacenter = "dc1"
+	}
+	n.Status = structs.NodeStatusReady
+	attrs := make(map[string]string, len(c.host.Attributes)+len(drv))
+	for k, v := range c.host.Attributes {
+		attrs[k] = v
+	}
+	for name, d := range drv {
+		if d.Detected && d.Healthy {
+			attrs["driver."+name] = "1"
+		}
+	}
+	n.Attributes = attrs
+	r := *c.host.Resources
+	n.NodeResources = &r
+	n.Drivers = drv
+	return n
+}
+
+// Node returns a copy of the node as last registered.
+func (c *Client) Node() *structs.Node {
+	c.nodeLock.RLock()
+	defer c.nodeLock.RUnlock()
+	return c.node.Copy()
+}
+
+// NodeID is this node's ID.
+func (c *Client) NodeID() string {
+	c.nodeLock.RLock()
+	defer c.nodeLock.RUnlock()
+	return c.node.ID
+}
+
+func (c *Client) nodeSecret() string {
+	c.nodeLock.RLock()
+	defer c.nodeLock.RUnlock()
+	return c.node.SecretID
+}
+
+// Shutdown stops the client and returns promptly: it stops heartbeats and
+// the alloc watcher and lets go of the allocs, whose tasks keep running.
+// In DevMode it first stops every alloc (bounded by the tasks' kill
+// timeouts). It is bounded even when a hook or driver hangs, and safe to
+// call more than once.
+func (c *Client) Shutdown() error {
+	c.shutdownOnce.Do(func() { c.shutdownErr = c.shutdown() })
+	return c.shutdownErr
+}
+
+func (c *Client) shutdown() error {
+	c.logger.Info("shutting down")
+	if c.cfg.DevMode {
+		c.stopAllocs()
+	}
+	c.allocLock.Lock()
+	c.closing = true
+	runners := c.runnersLocked()
+	c.allocLock.Unlock()
+
+	c.cancel()
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ShutdownTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, r := range runners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.Shutdown(ctx); err != nil {
+				c.logger.Warn("alloc runner did not shut down in time", "alloc_id", r.ID(), "error", err)
+			}
+		}()
+	}
+	wg.Wait()
+	// The servers should know the last task states (above all in DevMode,
+	// where the tasks were just stopped).
+	flushCtx, flushCancel := context.WithTimeout(ctx, time.Second)
+	if err := c.syncer.flush(flushCtx); err != nil {
+		c.logger.Debug("final alloc status flush failed", "error", err)
+	}
+	flushCancel()
+
+	var errs []error
+	if !waitTimeout(&c.wg, ctx) {
+		errs = append(errs, errors.New("client: shutdown timed out waiting for its goroutines; a hook or driver ignores cancellation"))
+		c.logger.Error("shutdown timed out waiting for goroutines")
+	}
+	if err := c.db.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("client: closing state: %w", err))
+	}
+	if cl, ok := c.cfg.RPC.(io.Closer); ok {
+		if err := cl.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("client: closing rpc: %w", err))
+		}
+	}
+	c.removeTmpDataDir()
+	return errors.Join(errs...)
+}
+
+func (c *Client) removeTmpDataDir() {
+	if c.tmpDataDir {
+		if err := os.RemoveAll(c.dataDir); err != nil {
+			c.logger.Warn("removing temporary data dir failed", "error", err)
+		}
+	}
+}
+
+// waitTimeout waits for wg or ctx; false if ctx ended first. The helper
+// goroutine ends when wg does.
+func waitTimeout(wg *sync.WaitGroup, ctx context.Context) bool {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
