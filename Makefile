@@ -34,6 +34,7 @@ lint: fmt-check vet
 
 test: lint peers
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
+	cd compat && $(GO) test -race -count=1 ./...
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2000x ./nomad/ ./plugins/csi/...

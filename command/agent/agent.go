@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/berth-io/berth/client"
 	"github.com/berth-io/berth/nomad"
 )
 
@@ -22,6 +23,7 @@ type Agent struct {
 	logger hclog.Logger
 
 	server *nomad.Server
+	client *client.Client
 	http   *HTTPServer
 }
 
@@ -43,17 +45,20 @@ func NewAgent(cfg *Config, logOutput io.Writer) (*Agent, error) {
 			return nil, err
 		}
 	}
-	if cfg.ClientEnabled() && !cfg.ServerEnabled() {
-		// The client arrives with the scheduling issue; until then a
-		// client-only agent has nothing to run.
-		logger.Warn("client mode is not available yet; running the HTTP API only")
-	}
 	httpSrv, err := NewHTTPServer(a, net.JoinHostPort(cfg.BindAddr, strconv.Itoa(cfg.Ports.HTTPPort())), logger)
 	if err != nil {
 		a.Shutdown()
 		return nil, err
 	}
 	a.http = httpSrv
+	// The client starts after the HTTP server so its node can advertise
+	// the HTTP address (alloc logs are served there).
+	if cfg.ClientEnabled() {
+		if err := a.setupClient(); err != nil {
+			a.Shutdown()
+			return nil, err
+		}
+	}
 	return a, nil
 }
 
@@ -110,13 +115,18 @@ func (a *Agent) RPC(method string, args, reply any) error {
 
 var errNoServer = errors.New("this agent runs no server; point BERTH_ADDR at a server agent")
 
-// Shutdown stops the HTTP API, then the server. Safe to call twice.
+// Shutdown stops the HTTP API, then the client, then the server: a -dev
+// client stops its tasks and reports that to the server on its way out.
+// Safe to call twice.
 func (a *Agent) Shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	var errs []error
 	if a.http != nil {
 		errs = append(errs, a.http.Shutdown(ctx))
+	}
+	if a.client != nil {
+		errs = append(errs, a.client.Shutdown())
 	}
 	if a.server != nil {
 		errs = append(errs, a.server.Shutdown())

@@ -1,0 +1,265 @@
+package agent
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/berth-io/berth/api"
+	"github.com/berth-io/berth/nomad/structs"
+)
+
+// CSI volume and plugin routes, as Nomad's:
+//
+//	GET    /v1/volumes?type=csi[&plugin_id=][&node_id=]   list
+//	GET    /v1/volume/csi/:id                             read
+//	PUT    /v1/volume/csi/:id  {"Volumes": [...]}         register
+//	DELETE /v1/volume/csi/:id[?force=true]                deregister
+//	GET    /v1/plugins?type=csi                           list
+//	GET    /v1/plugin/csi/:id                             read
+//
+// Volumes carry their plugin's health (Schedulable and the counts), the
+// stubs of the allocs that claim them, and Berth's claim steps; never
+// their secrets.
+
+func (s *HTTPServer) csiVolumesRequest(w http.ResponseWriter, r *http.Request) (any, error) {
+	if r.Method != http.MethodGet {
+		return nil, methodNotAllowed(r)
+	}
+	// Nomad lists host volumes without ?type=; Berth has none.
+	if r.URL.Query().Get("type") != api.CSIVolumeTypeCSI {
+		return []*api.CSIVolumeListStub{}, nil
+	}
+	var args structs.CSIVolumeListRequest
+	if err := parseQuery(r, &args.QueryOptions); err != nil {
+		return nil, err
+	}
+	args.PluginID = r.URL.Query().Get("plugin_id")
+	args.NodeID = r.URL.Query().Get("node_id")
+	var reply structs.CSIVolumeListResponse
+	if err := s.agent.RPC("CSIVolume.List", &args, &reply); err != nil {
+		return nil, err
+	}
+	setMeta(w, &reply.QueryMeta)
+	health, err := s.pluginHealths(args.QueryOptions)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*api.CSIVolumeListStub, 0, len(reply.Volumes))
+	for _, v := range reply.Volumes {
+		out = append(out, volumeStubToAPI(v, healthOfPlugin(health[v.PluginID])))
+	}
+	return out, nil
+}
+
+func (s *HTTPServer) csiVolumeRequest(w http.ResponseWriter, r *http.Request) (any, error) {
+	id := trimPath(r, "/v1/volume/csi/")
+	if id == "" || strings.Contains(id, "/") {
+		// create, delete, detach and snapshots come with the claim protocol.
+		return nil, CodedError(http.StatusNotFound, "no such endpoint: "+r.URL.Path)
+	}
+	switch r.Method {
+	case http.MethodGet:
+		return s.csiVolumeGet(w, r, id)
+	case http.MethodPut, http.MethodPost:
+		return s.csiVolumeRegister(w, r, id)
+	case http.MethodDelete:
+		return s.csiVolumeDeregister(w, r, id)
+	}
+	return nil, methodNotAllowed(r)
+}
+
+func (s *HTTPServer) csiVolumeGet(w http.ResponseWriter, r *http.Request, id string) (any, error) {
+	args := structs.CSIVolumeGetRequest{ID: id}
+	if err := parseQuery(r, &args.QueryOptions); err != nil {
+		return nil, err
+	}
+	var reply structs.CSIVolumeGetResponse
+	if err := s.agent.RPC("CSIVolume.Get", &args, &reply); err != nil {
+		return nil, err
+	}
+	setMeta(w, &reply.QueryMeta)
+	if reply.Volume == nil {
+		return nil, CodedError(http.StatusNotFound, "volume not found")
+	}
+	return s.volumeToAPI(reply.Volume, args.QueryOptions)
+}
+
+// volumeToAPI adds the plugin's health and the claiming allocs' stubs to
+// a volume the servers sanitized.
+func (s *HTTPServer) volumeToAPI(vol *structs.CSIVolume, q structs.QueryOptions) (*api.CSIVolume, error) {
+	// A list by prefix, not a get: Get resolves ID prefixes, and the
+	// volume's plugin may be gone while others share its ID as a prefix.
+	preq := structs.GenericRequest{QueryOptions: followUp(q)}
+	preq.Prefix = vol.PluginID
+	var plugs structs.CSIPluginListResponse
+	if err := s.agent.RPC("CSIPlugin.List", &preq, &plugs); err != nil {
+		return nil, err
+	}
+	var health pluginHealth
+	for _, p := range plugs.Plugins {
+		if p.ID == vol.PluginID {
+			health = healthOfPlugin(p)
+		}
+	}
+	ids := make([]string, 0, len(vol.Claims))
+	for id := range vol.Claims {
+		ids = append(ids, id)
+	}
+	allocs, err := s.allocStubs(ids, q)
+	if err != nil {
+		return nil, err
+	}
+	return volumeToAPI(vol, health, allocs), nil
+}
+
+// followUp is the query of the extra reads that complete an answer: the
+// same consistency, but never blocking (the first read already waited).
+func followUp(q structs.QueryOptions) structs.QueryOptions {
+	return structs.QueryOptions{Region: q.Region, Namespace: q.Namespace, AllowStale: q.AllowStale, AuthToken: q.AuthToken}
+}
+
+// allocStubs reads the allocs with the given IDs, in any namespace; those
+// that no longer exist are left out. Like volumeToAPI it lists by prefix
+// rather than get, so a gone alloc never reads as an ambiguous prefix.
+func (s *HTTPServer) allocStubs(ids []string, q structs.QueryOptions) (map[string]*structs.AllocListStub, error) {
+	out := make(map[string]*structs.AllocListStub, len(ids))
+	for _, id := range ids {
+		args := structs.GenericRequest{QueryOptions: followUp(q)}
+		args.Namespace, args.Prefix = structs.AllNamespaces, id
+		var reply structs.AllocListResponse
+		if err := s.agent.RPC("Alloc.List", &args, &reply); err != nil {
+			return nil, err
+		}
+		for _, a := range reply.Allocations {
+			if a.ID == id {
+				out[id] = a
+			}
+		}
+	}
+	return out, nil
+}
+
+// pluginHealths reads every plugin's list stub, by ID.
+func (s *HTTPServer) pluginHealths(q structs.QueryOptions) (map[string]*structs.CSIPluginListStub, error) {
+	args := structs.GenericRequest{QueryOptions: followUp(q)}
+	var reply structs.CSIPluginListResponse
+	if err := s.agent.RPC("CSIPlugin.List", &args, &reply); err != nil {
+		return nil, err
+	}
+	out := make(map[string]*structs.CSIPluginListStub, len(reply.Plugins))
+	for _, p := range reply.Plugins {
+		out[p.ID] = p
+	}
+	return out, nil
+}
+
+// csiVolumeRegister registers the volumes in the body. A lone volume
+// without an ID takes the one in the path. The reply is Nomad's
+// {"Volumes": [...], "Warnings": ""}, which the Terraform provider reads.
+func (s *HTTPServer) csiVolumeRegister(w http.ResponseWriter, r *http.Request, id string) (any, error) {
+	var body api.CSIVolumeRegisterRequest
+	if err := decodeBody(r, &body); err != nil {
+		return nil, err
+	}
+	if len(body.Volumes) == 0 {
+		return nil, CodedError(http.StatusBadRequest, `request body has no volumes: want {"Volumes": [{...}]}`)
+	}
+	if len(body.Volumes) == 1 && body.Volumes[0] != nil && body.Volumes[0].ID == "" {
+		body.Volumes[0].ID = id
+	}
+	var args structs.CSIVolumeRegisterRequest
+	parseWrite(r, &args.WriteRequest)
+	for _, v := range body.Volumes {
+		args.Volumes = append(args.Volumes, apiVolumeToStructs(v))
+	}
+	var reply structs.CSIVolumeRegisterResponse
+	if err := s.agent.RPC("CSIVolume.Register", &args, &reply); err != nil {
+		return nil, err
+	}
+	setIndex(w, reply.Index)
+	out := api.CSIVolumeRegisterResponse{Volumes: []*api.CSIVolume{}, Warnings: reply.Warnings}
+	q := structs.QueryOptions{Namespace: args.Namespace, AuthToken: args.AuthToken}
+	for _, v := range reply.Volumes {
+		av, err := s.volumeToAPI(v, q)
+		if err != nil {
+			return nil, err
+		}
+		out.Volumes = append(out.Volumes, av)
+	}
+	return out, nil
+}
+
+func (s *HTTPServer) csiVolumeDeregister(w http.ResponseWriter, r *http.Request, id string) (any, error) {
+	args := structs.CSIVolumeDeregisterRequest{VolumeIDs: []string{id}}
+	parseWrite(r, &args.WriteRequest)
+	if f := r.URL.Query().Get("force"); f != "" {
+		force, err := strconv.ParseBool(f)
+		if err != nil {
+			return nil, CodedError(http.StatusBadRequest, "invalid force "+strconv.Quote(f)+": want true or false")
+		}
+		args.Force = force
+	}
+	var reply structs.GenericResponse
+	if err := s.agent.RPC("CSIVolume.Deregister", &args, &reply); err != nil {
+		return nil, err
+	}
+	setIndex(w, reply.Index)
+	return nil, nil
+}
+
+func (s *HTTPServer) csiPluginsRequest(w http.ResponseWriter, r *http.Request) (any, error) {
+	if r.Method != http.MethodGet {
+		return nil, methodNotAllowed(r)
+	}
+	if r.URL.Query().Get("type") != api.CSIVolumeTypeCSI {
+		return []*api.CSIPluginListStub{}, nil
+	}
+	var args structs.GenericRequest
+	if err := parseQuery(r, &args.QueryOptions); err != nil {
+		return nil, err
+	}
+	var reply structs.CSIPluginListResponse
+	if err := s.agent.RPC("CSIPlugin.List", &args, &reply); err != nil {
+		return nil, err
+	}
+	setMeta(w, &reply.QueryMeta)
+	out := make([]*api.CSIPluginListStub, 0, len(reply.Plugins))
+	for _, p := range reply.Plugins {
+		out = append(out, pluginStubToAPI(p))
+	}
+	return out, nil
+}
+
+func (s *HTTPServer) csiPluginRequest(w http.ResponseWriter, r *http.Request) (any, error) {
+	id := trimPath(r, "/v1/plugin/csi/")
+	if id == "" || strings.Contains(id, "/") {
+		return nil, CodedError(http.StatusNotFound, "no such endpoint: "+r.URL.Path)
+	}
+	if r.Method != http.MethodGet {
+		return nil, methodNotAllowed(r)
+	}
+	args := structs.CSIPluginGetRequest{ID: id}
+	if err := parseQuery(r, &args.QueryOptions); err != nil {
+		return nil, err
+	}
+	var reply structs.CSIPluginGetResponse
+	if err := s.agent.RPC("CSIPlugin.Get", &args, &reply); err != nil {
+		return nil, err
+	}
+	setMeta(w, &reply.QueryMeta)
+	if reply.Plugin == nil {
+		return nil, CodedError(http.StatusNotFound, "plugin not found")
+	}
+	allocs, err := s.allocStubs(pluginAllocIDs(reply.Plugin), args.QueryOptions)
+	if err != nil {
+		return nil, err
+	}
+	stubs := make([]*structs.AllocListStub, 0, len(allocs))
+	for _, id := range pluginAllocIDs(reply.Plugin) {
+		if a := allocs[id]; a != nil {
+			stubs = append(stubs, a)
+		}
+	}
+	return pluginToAPI(reply.Plugin, stubs), nil
+}

@@ -1,0 +1,256 @@
+package agent
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/berth-io/berth/api"
+	"github.com/berth-io/berth/nomad"
+	"github.com/berth-io/berth/nomad/structs"
+)
+
+// Job routes, as Nomad's:
+//
+//	GET        /v1/jobs                    list
+//	PUT|POST   /v1/jobs {"Job": {...}}     register
+//	GET        /v1/job/:id                 read
+//	PUT|POST   /v1/job/:id {"Job": {...}}  register
+//	DELETE     /v1/job/:id[?purge=true]    stop or purge
+//	GET        /v1/job/:id/allocations[?all=true]
+//	GET        /v1/job/:id/evaluations
+//	PUT|POST   /v1/job/:id/plan {"Job": {...}}   dry run
+
+// jobRegisterReply is Nomad's reply to a job registration.
+type jobRegisterReply struct {
+	EvalID          string
+	EvalCreateIndex uint64
+	JobModifyIndex  uint64
+	Warnings        string
+	Index           uint64
+}
+
+// jobDeregisterReply is Nomad's reply to a job deregistration.
+type jobDeregisterReply struct {
+	EvalID          string
+	EvalCreateIndex uint64
+	JobModifyIndex  uint64
+	Index           uint64
+}
+
+func (s *HTTPServer) jobsRequest(w http.ResponseWriter, r *http.Request) (any, error) {
+	switch r.Method {
+	case http.MethodGet:
+		return s.jobList(w, r)
+	case http.MethodPut, http.MethodPost:
+		return s.jobRegister(w, r, "")
+	}
+	return nil, methodNotAllowed(r)
+}
+
+func (s *HTTPServer) jobList(w http.ResponseWriter, r *http.Request) (any, error) {
+	var args structs.GenericRequest
+	if err := parseQuery(r, &args.QueryOptions); err != nil {
+		return nil, err
+	}
+	var reply structs.JobListResponse
+	if err := s.agent.RPC("Job.List", &args, &reply); err != nil {
+		return nil, err
+	}
+	setMeta(w, &reply.QueryMeta)
+	out := make([]*api.JobListStub, 0, len(reply.Jobs))
+	for _, j := range reply.Jobs {
+		out = append(out, jobStubToAPI(j))
+	}
+	return out, nil
+}
+
+// jobRegister registers the job in the body {"Job": ...}.
+func (s *HTTPServer) jobRegister(w http.ResponseWriter, r *http.Request, pathID string) (any, error) {
+	var body api.JobRegisterRequest
+	if err := decodeBody(r, &body); err != nil {
+		return nil, err
+	}
+	if body.EnforceIndex {
+		// Checking here, apart from the Raft write, would race with other
+		// writers and promise what it cannot keep.
+		return nil, CodedError(http.StatusBadRequest,
+			"registering with EnforceIndex (job run -check-index) is not supported yet; register without it")
+	}
+	var args structs.JobRegisterRequest
+	job, err := requestJob(r, body.Job, pathID, &args.WriteRequest)
+	if err != nil {
+		return nil, err
+	}
+	args.Job = job
+	var reply structs.JobRegisterResponse
+	if err := s.agent.RPC("Job.Register", &args, &reply); err != nil {
+		return nil, err
+	}
+	setIndex(w, reply.Index)
+	return jobRegisterReply{
+		EvalID: reply.EvalID, EvalCreateIndex: reply.EvalCreateIndex, JobModifyIndex: reply.JobModifyIndex,
+		Warnings: reply.Warnings, Index: reply.Index,
+	}, nil
+}
+
+// requestJob turns the job of a register or plan body into the servers'
+// job: it fills Nomad's defaults (the upstream client sends jobs
+// uncanonicalized), and a job without a namespace takes the one in the
+// query string. pathID, when set, must match the job's ID.
+func requestJob(r *http.Request, job *api.Job, pathID string, wr *structs.WriteRequest) (*structs.Job, error) {
+	if job == nil {
+		return nil, CodedError(http.StatusBadRequest, `request body has no job: want {"Job": {...}}`)
+	}
+	if pathID != "" && deref(job.ID) != pathID {
+		return nil, CodedError(http.StatusBadRequest,
+			"job ID "+strconv.Quote(deref(job.ID))+" in the body does not match "+strconv.Quote(pathID)+" in the path")
+	}
+	parseWrite(r, wr)
+	if deref(job.Namespace) == "" && wr.Namespace != "" {
+		job.Namespace = ptr(wr.Namespace)
+	}
+	job.Canonicalize()
+	return apiJobToStructs(job), nil
+}
+
+// jobPlanRequest is the body of PUT /v1/job/:id/plan, as Nomad's client
+// sends it.
+type jobPlanRequest struct {
+	Job            *api.Job
+	Diff           bool
+	PolicyOverride bool
+}
+
+// jobPlanReply is Nomad's reply to a plan. Diff is always null: Berth
+// does not compute job diffs yet.
+type jobPlanReply struct {
+	Annotations        *nomad.PlanAnnotations
+	FailedTGAllocs     map[string]*api.AllocationMetric
+	JobModifyIndex     uint64
+	CreatedEvals       []*api.Evaluation
+	Diff               any
+	NextPeriodicLaunch time.Time
+	Warnings           string
+	Index              uint64
+}
+
+// jobPlan is a dry run of a registration: what the scheduler would do.
+func (s *HTTPServer) jobPlan(w http.ResponseWriter, r *http.Request, id string) (any, error) {
+	if r.Method != http.MethodPut && r.Method != http.MethodPost {
+		return nil, methodNotAllowed(r)
+	}
+	var body jobPlanRequest
+	if err := decodeBody(r, &body); err != nil {
+		return nil, err
+	}
+	var args structs.JobRegisterRequest
+	job, err := requestJob(r, body.Job, id, &args.WriteRequest)
+	if err != nil {
+		return nil, err
+	}
+	args.Job = job
+	var reply nomad.JobPlanResponse
+	if err := s.agent.RPC("Job.Plan", &args, &reply); err != nil {
+		return nil, err
+	}
+	setIndex(w, reply.Index)
+	out := jobPlanReply{
+		Annotations: reply.Annotations, JobModifyIndex: reply.JobModifyIndex,
+		CreatedEvals: evalsToAPI(reply.CreatedEvals), Warnings: reply.Warnings, Index: reply.Index,
+	}
+	if len(reply.FailedTGAllocs) > 0 {
+		out.FailedTGAllocs = evalToAPI(&structs.Evaluation{FailedTGAllocs: reply.FailedTGAllocs}).FailedTGAllocs
+	}
+	return out, nil
+}
+
+func (s *HTTPServer) jobRequest(w http.ResponseWriter, r *http.Request) (any, error) {
+	rest := trimPath(r, "/v1/job/")
+	switch {
+	case strings.HasSuffix(rest, "/allocations"):
+		return s.jobAllocations(w, r, strings.TrimSuffix(rest, "/allocations"))
+	case strings.HasSuffix(rest, "/evaluations"):
+		return s.jobEvaluations(w, r, strings.TrimSuffix(rest, "/evaluations"))
+	case strings.HasSuffix(rest, "/plan"):
+		return s.jobPlan(w, r, strings.TrimSuffix(rest, "/plan"))
+	case rest == "" || strings.Contains(rest, "/"):
+		return nil, CodedError(http.StatusNotFound, "no such endpoint: "+r.URL.Path)
+	}
+	switch r.Method {
+	case http.MethodGet:
+		return s.jobGet(w, r, rest)
+	case http.MethodPut, http.MethodPost:
+		return s.jobRegister(w, r, rest)
+	case http.MethodDelete:
+		return s.jobDeregister(w, r, rest)
+	}
+	return nil, methodNotAllowed(r)
+}
+
+func (s *HTTPServer) jobGet(w http.ResponseWriter, r *http.Request, id string) (any, error) {
+	args := structs.JobSpecificRequest{JobID: id}
+	if err := parseQuery(r, &args.QueryOptions); err != nil {
+		return nil, err
+	}
+	var reply structs.SingleJobResponse
+	if err := s.agent.RPC("Job.GetJob", &args, &reply); err != nil {
+		return nil, err
+	}
+	setMeta(w, &reply.QueryMeta)
+	if reply.Job == nil {
+		return nil, CodedError(http.StatusNotFound, "job not found")
+	}
+	return jobToAPI(reply.Job, s.agent.config.Region), nil
+}
+
+func (s *HTTPServer) jobDeregister(w http.ResponseWriter, r *http.Request, id string) (any, error) {
+	args := structs.JobDeregisterRequest{JobID: id}
+	parseWrite(r, &args.WriteRequest)
+	if p := r.URL.Query().Get("purge"); p != "" {
+		purge, err := strconv.ParseBool(p)
+		if err != nil {
+			return nil, CodedError(http.StatusBadRequest, "invalid purge "+strconv.Quote(p)+": want true or false")
+		}
+		args.Purge = purge
+	}
+	var reply structs.JobDeregisterResponse
+	if err := s.agent.RPC("Job.Deregister", &args, &reply); err != nil {
+		return nil, err
+	}
+	setIndex(w, reply.Index)
+	return jobDeregisterReply{EvalID: reply.EvalID, EvalCreateIndex: reply.Index, JobModifyIndex: reply.Index, Index: reply.Index}, nil
+}
+
+func (s *HTTPServer) jobAllocations(w http.ResponseWriter, r *http.Request, id string) (any, error) {
+	if r.Method != http.MethodGet {
+		return nil, methodNotAllowed(r)
+	}
+	args := structs.JobSpecificRequest{JobID: id, All: r.URL.Query().Get("all") == "true"}
+	if err := parseQuery(r, &args.QueryOptions); err != nil {
+		return nil, err
+	}
+	var reply structs.AllocListResponse
+	if err := s.agent.RPC("Job.Allocations", &args, &reply); err != nil {
+		return nil, err
+	}
+	setMeta(w, &reply.QueryMeta)
+	return allocStubsToAPI(reply.Allocations), nil
+}
+
+func (s *HTTPServer) jobEvaluations(w http.ResponseWriter, r *http.Request, id string) (any, error) {
+	if r.Method != http.MethodGet {
+		return nil, methodNotAllowed(r)
+	}
+	args := structs.JobSpecificRequest{JobID: id}
+	if err := parseQuery(r, &args.QueryOptions); err != nil {
+		return nil, err
+	}
+	var reply structs.EvalListResponse
+	if err := s.agent.RPC("Job.Evaluations", &args, &reply); err != nil {
+		return nil, err
+	}
+	setMeta(w, &reply.QueryMeta)
+	return evalsToAPI(reply.Evaluations), nil
+}

@@ -1,0 +1,280 @@
+package agent
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"math"
+	"net/http"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	metrics "github.com/hashicorp/go-metrics"
+
+	"github.com/berth-io/berth/nomad/structs"
+)
+
+// /v1/metrics serves Prometheus text format (version 0.0.4). It has two
+// sources:
+//
+//   - everything emitted through go-metrics' global sink, which
+//     installMetrics points at a small cumulative registry: Raft's own
+//     metrics (berth_raft_*), the latency summary of every server
+//     endpoint (berth_rpc_request{method=...}, milliseconds), CSI client
+//     retries;
+//   - gauges computed from the local state store at scrape time: CSI
+//     volumes by state, live claims by step, plugin health, Raft indexes,
+//     and a few Go runtime numbers.
+
+// metricsRegistry is a go-metrics sink that keeps counters and samples
+// cumulatively, as Prometheus expects (go-metrics' inmem sink keeps
+// intervals). Samples become summaries without quantiles: _sum and _count.
+type metricsRegistry struct {
+	// mu guards series.
+	mu     sync.Mutex
+	series map[string]*metricSeries
+}
+
+type metricKind int
+
+const (
+	kindGauge metricKind = iota
+	kindCounter
+	kindSummary
+)
+
+func (k metricKind) String() string {
+	return [...]string{"gauge", "counter", "summary"}[k]
+}
+
+type metricSeries struct {
+	kind   metricKind
+	name   string
+	labels string // rendered, e.g. {method="Job.Register"}, or ""
+	value  float64
+	sum    float64
+	count  uint64
+}
+
+var _ metrics.MetricSink = (*metricsRegistry)(nil)
+
+var (
+	metricsOnce sync.Once
+	registry    = &metricsRegistry{series: map[string]*metricSeries{}}
+)
+
+// installMetrics points go-metrics' process-wide sink at the registry,
+// once per process. Keys get the "berth" prefix; there is no hostname
+// label and no background runtime poller (runtime numbers are read at
+// scrape time instead).
+func installMetrics() {
+	metricsOnce.Do(func() {
+		conf := metrics.DefaultConfig("berth")
+		conf.EnableHostname = false
+		conf.EnableHostnameLabel = false
+		conf.EnableRuntimeMetrics = false
+		_, _ = metrics.NewGlobal(conf, registry)
+	})
+}
+
+func (m *metricsRegistry) update(kind metricKind, key []string, labels []metrics.Label, f func(s *metricSeries)) {
+	name := promName(strings.Join(key, "_"))
+	ls := promLabels(labels)
+	id := name + ls
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.series[id]
+	if s == nil || s.kind != kind {
+		s = &metricSeries{kind: kind, name: name, labels: ls}
+		m.series[id] = s
+	}
+	f(s)
+}
+
+func (m *metricsRegistry) SetGauge(key []string, val float32) { m.SetGaugeWithLabels(key, val, nil) }
+func (m *metricsRegistry) SetGaugeWithLabels(key []string, val float32, labels []metrics.Label) {
+	m.update(kindGauge, key, labels, func(s *metricSeries) { s.value = float64(val) })
+}
+func (m *metricsRegistry) SetPrecisionGauge(key []string, val float64) {
+	m.SetPrecisionGaugeWithLabels(key, val, nil)
+}
+func (m *metricsRegistry) SetPrecisionGaugeWithLabels(key []string, val float64, labels []metrics.Label) {
+	m.update(kindGauge, key, labels, func(s *metricSeries) { s.value = val })
+}
+func (m *metricsRegistry) EmitKey(key []string, val float32) { m.SetGauge(key, val) }
+func (m *metricsRegistry) IncrCounter(key []string, val float32) {
+	m.IncrCounterWithLabels(key, val, nil)
+}
+func (m *metricsRegistry) IncrCounterWithLabels(key []string, val float32, labels []metrics.Label) {
+	m.update(kindCounter, key, labels, func(s *metricSeries) { s.value += float64(val) })
+}
+func (m *metricsRegistry) AddSample(key []string, val float32) { m.AddSampleWithLabels(key, val, nil) }
+func (m *metricsRegistry) AddSampleWithLabels(key []string, val float32, labels []metrics.Label) {
+	m.update(kindSummary, key, labels, func(s *metricSeries) {
+		s.sum += float64(val)
+		s.count++
+	})
+}
+
+// snapshot copies the series, so rendering does not hold the lock.
+func (m *metricsRegistry) snapshot() []metricSeries {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]metricSeries, 0, len(m.series))
+	for _, id := range slices.Sorted(maps.Keys(m.series)) {
+		out = append(out, *m.series[id])
+	}
+	return out
+}
+
+// promName maps a metric key to a Prometheus name: [a-zA-Z0-9_:], not
+// starting with a digit.
+func promName(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		ok := c == '_' || c == ':' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9' && i > 0)
+		if !ok {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+func promLabels(labels []metrics.Label) string {
+	if len(labels) == 0 {
+		return ""
+	}
+	sorted := slices.Clone(labels)
+	slices.SortFunc(sorted, func(a, b metrics.Label) int { return strings.Compare(a.Name, b.Name) })
+	parts := make([]string, 0, len(sorted))
+	for _, l := range sorted {
+		v := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(l.Value)
+		parts = append(parts, fmt.Sprintf(`%s="%s"`, promName(l.Name), v))
+	}
+	return "{" + strings.Join(parts, ",") + "}"
+}
+
+func formatFloat(v float64) string {
+	if math.IsInf(v, 0) || math.IsNaN(v) {
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	return strconv.FormatFloat(v, 'g', -1, 64)
+}
+
+// writeSeries renders series in Prometheus text format, one TYPE line per
+// metric name. Series with one name must be adjacent.
+func writeSeries(buf *bytes.Buffer, series []metricSeries) {
+	typed := map[string]bool{}
+	for _, s := range series {
+		if !typed[s.name] {
+			typed[s.name] = true
+			fmt.Fprintf(buf, "# TYPE %s %s\n", s.name, s.kind)
+		}
+		switch s.kind {
+		case kindSummary:
+			fmt.Fprintf(buf, "%s_sum%s %s\n", s.name, s.labels, formatFloat(s.sum))
+			fmt.Fprintf(buf, "%s_count%s %d\n", s.name, s.labels, s.count)
+		default:
+			fmt.Fprintf(buf, "%s%s %s\n", s.name, s.labels, formatFloat(s.value))
+		}
+	}
+}
+
+func (s *HTTPServer) metricsRequest(w http.ResponseWriter, r *http.Request) (any, error) {
+	if r.Method != http.MethodGet {
+		return nil, methodNotAllowed(r)
+	}
+	if f := r.URL.Query().Get("format"); f != "" && f != "prometheus" {
+		return nil, CodedError(http.StatusBadRequest, fmt.Sprintf("unsupported metrics format %q: only prometheus", f))
+	}
+	var buf bytes.Buffer
+	writeSeries(&buf, registry.snapshot())
+	scraped, err := s.scrapeGauges()
+	if err != nil {
+		return nil, err
+	}
+	writeSeries(&buf, scraped)
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	w.Write(buf.Bytes())
+	return nil, nil
+}
+
+// scrapeGauges computes the gauges read at scrape time. The CSI numbers
+// come from this server's own state, which a follower may hold slightly
+// behind the leader.
+func (s *HTTPServer) scrapeGauges() ([]metricSeries, error) {
+	gauge := func(name string, v float64, labels ...metrics.Label) metricSeries {
+		return metricSeries{kind: kindGauge, name: name, labels: promLabels(labels), value: v}
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	out := []metricSeries{
+		gauge("berth_runtime_goroutines", float64(runtime.NumGoroutine())),
+		gauge("berth_runtime_heap_alloc_bytes", float64(ms.HeapAlloc)),
+	}
+	srv := s.agent.Server()
+	if srv == nil {
+		return out, nil
+	}
+	stats := srv.Raft().Stats()
+	for _, k := range []string{"commit_index", "applied_index", "last_log_index", "num_peers"} {
+		if v, err := strconv.ParseFloat(stats[k], 64); err == nil {
+			out = append(out, gauge("berth_raft_"+k, v))
+		}
+	}
+	leader := 0.0
+	if srv.IsLeader() {
+		leader = 1
+	}
+	out = append(out, gauge("berth_server_is_leader", leader))
+
+	store := srv.State()
+	iter, err := store.CSIVolumes(nil, structs.AllNamespaces)
+	if err != nil {
+		return nil, err
+	}
+	volumes := map[string]float64{}
+	claims := map[string]float64{}
+	for _, step := range []structs.CSIClaimStep{structs.CSIClaimReserved, structs.CSIClaimTaken, structs.CSIClaimNodeDetached, structs.CSIClaimControllerDetached} {
+		claims[string(step)] = 0
+	}
+	for raw := iter.Next(); raw != nil; raw = iter.Next() {
+		v := raw.(*structs.CSIVolume)
+		st := string(v.State)
+		if st == "" {
+			st = string(structs.CSIVolumeStateReady)
+		}
+		volumes[st]++
+		for _, c := range v.Claims {
+			claims[string(c.Step)]++
+		}
+	}
+	for _, st := range slices.Sorted(maps.Keys(volumes)) {
+		out = append(out, gauge("berth_csi_volumes", volumes[st], metrics.Label{Name: "state", Value: st}))
+	}
+	for _, step := range slices.Sorted(maps.Keys(claims)) {
+		out = append(out, gauge("berth_csi_claims", claims[step], metrics.Label{Name: "step", Value: step}))
+	}
+
+	piter, err := store.CSIPlugins(nil)
+	if err != nil {
+		return nil, err
+	}
+	// Series of one name must be adjacent: all healthy, then all expected.
+	var healthySeries, expectedSeries []metricSeries
+	for raw := piter.Next(); raw != nil; raw = piter.Next() {
+		p := raw.(*structs.CSIPlugin)
+		for _, t := range []struct {
+			typ               string
+			healthy, expected int
+		}{{"controller", p.ControllersHealthy, p.ControllersExpected}, {"node", p.NodesHealthy, p.NodesExpected}} {
+			ls := []metrics.Label{{Name: "plugin_id", Value: p.ID}, {Name: "type", Value: t.typ}}
+			healthySeries = append(healthySeries, gauge("berth_csi_plugin_healthy", float64(t.healthy), ls...))
+			expectedSeries = append(expectedSeries, gauge("berth_csi_plugin_expected", float64(t.expected), ls...))
+		}
+	}
+	return append(append(out, healthySeries...), expectedSeries...), nil
+}
