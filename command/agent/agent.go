@@ -123,7 +123,11 @@ func (a *Agent) Shutdown() error {
 	defer cancel()
 	var errs []error
 	if a.http != nil {
-		errs = append(errs, a.http.Shutdown(ctx))
+		// In-flight requests get a short grace; blocking queries would
+		// otherwise hold shutdown for their whole wait (up to 5 minutes).
+		hctx, hcancel := context.WithTimeout(ctx, httpShutdownGrace)
+		errs = append(errs, a.http.Shutdown(hctx))
+		hcancel()
 	}
 	if a.client != nil {
 		errs = append(errs, a.client.Shutdown())

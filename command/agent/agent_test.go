@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shoenig/test/must"
 
@@ -82,4 +83,37 @@ func TestHTTP_Errors(t *testing.T) {
 	r.Body.Close()
 	must.Eq(t, http.StatusNotFound, r.StatusCode)
 	must.StrContains(t, string(b), `no raft peer with id "nope"`)
+}
+
+// TestAgent_ShutdownCutsBlockingQueries: an open blocking query (a CLI
+// monitor, a UI) must not hold an agent's shutdown for its whole wait.
+func TestAgent_ShutdownCutsBlockingQueries(t *testing.T) {
+	a := newDevAgent(t)
+	started := make(chan struct{})
+	go func() {
+		close(started)
+		resp, err := http.Get("http://" + a.HTTPAddr() + "/v1/jobs?index=1000000&wait=5m")
+		if err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-started
+	testutil.WaitForResult(t, func() (bool, error) {
+		// The query is in flight once the server has been asked for it;
+		// give it a moment by probing the API until it answers.
+		resp, err := http.Get("http://" + a.HTTPAddr() + "/v1/status/leader")
+		if err != nil {
+			return false, err
+		}
+		resp.Body.Close()
+		return true, nil
+	})
+	done := make(chan error, 1)
+	go func() { done <- a.Shutdown() }()
+	// Well under the 5m wait and the 10s overall shutdown bound.
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("agent shutdown is waiting on an open blocking query")
+	}
 }

@@ -278,5 +278,9 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// shutdownTimeout bounds a graceful agent shutdown.
-const shutdownTimeout = 10 * time.Second
+// shutdownTimeout bounds a graceful agent shutdown; httpShutdownGrace is
+// how long in-flight HTTP requests may take to finish before they are cut.
+const (
+	shutdownTimeout   = 10 * time.Second
+	httpShutdownGrace = time.Second
+)
