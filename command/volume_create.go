@@ -1,0 +1,106 @@
+package command
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/berth-io/berth/api"
+)
+
+func init() {
+	register("volume create", func(ui *UI) Command { return &VolumeCreateCommand{Meta: Meta{ui: ui}} })
+}
+
+// VolumeCreateCommand creates a volume through the plugin's controller.
+type VolumeCreateCommand struct {
+	Meta
+	// stdin is read for the file "-"; nil means os.Stdin.
+	stdin io.Reader
+}
+
+func (c *VolumeCreateCommand) Synopsis() string { return "Create a CSI volume in the storage provider" }
+
+func (c *VolumeCreateCommand) Help() string {
+	return `Usage: berth volume create [options] <file>
+
+  Creates a volume in the storage provider through its CSI plugin's
+  controller, from a volume specification in HCL or JSON ("-" reads
+  standard input; see 'berth volume init'), and registers it. Prints the
+  volume as created: its external ID, capacity and topologies.
+` + sharedHelp(true)
+}
+
+func (c *VolumeCreateCommand) Run(args []string) int {
+	fs := c.flagSet("volume create", true)
+	if err := fs.Parse(args); err != nil {
+		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
+	}
+	if fs.NArg() != 1 {
+		return flagErr(c.ui, c.Help(), "This command takes one argument: the volume specification file (or - for standard input).")
+	}
+	vol, err := parseVolumeArg(fs.Arg(0), c.stdin)
+	if err != nil {
+		c.ui.Error("Error parsing volume specification %s:\n%v", fs.Arg(0), err)
+		return 1
+	}
+	client, err := c.client()
+	if err != nil {
+		c.ui.Error("Error: %v", err)
+		return 1
+	}
+	resp, _, err := client.CSIVolumes().CreateOpts(&api.CSIVolumeCreateRequest{Volumes: []*api.CSIVolume{vol}},
+		&api.WriteOptions{Namespace: vol.Namespace})
+	if err != nil {
+		c.ui.Error("%s", c.apiErr(fmt.Sprintf("creating volume %q with plugin %q", vol.ID, vol.PluginID), err))
+		return 1
+	}
+	vols := resp.Volumes
+	if vols == nil {
+		vols = []*api.CSIVolume{}
+	}
+	if done, err := c.formatted(vols); done {
+		return c.fmtResult(err)
+	}
+	printWarnings(c.ui, resp.Warnings)
+	if len(vols) == 0 {
+		c.ui.Output("Volume %q created", vol.ID)
+		return 0
+	}
+	for i, v := range vols {
+		if i > 0 {
+			c.ui.Output("")
+		}
+		c.ui.Output("Created volume %q (external ID %q)", v.ID, v.ExternalID)
+		c.ui.Output("%s", kv([][2]string{
+			{"ID", v.ID},
+			{"Name", v.Name},
+			{"External ID", v.ExternalID},
+			{"Namespace", v.Namespace},
+			{"Plugin ID", v.PluginID},
+			{"Capacity", humanBytes(v.Capacity)},
+			{"Topologies", topologiesInline(v.Topologies)},
+		}))
+	}
+	return 0
+}
+
+// topologiesInline renders topologies on one line: "zone=a; zone=b".
+func topologiesInline(ts []*api.CSITopology) string {
+	var parts []string
+	for _, t := range ts {
+		if t != nil {
+			parts = append(parts, segments(t.Segments))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// segments renders topology segments "k=v, k2=v2", sorted by key.
+func segments(s map[string]string) string {
+	var parts []string
+	for _, k := range sortedKeys(s) {
+		parts = append(parts, k+"="+s[k])
+	}
+	return strings.Join(parts, ", ")
+}
