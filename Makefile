@@ -7,7 +7,7 @@ BIN     ?= $(CURDIR)/.bin
 BERTH   := $(BIN)/berth
 PKGS    := ./...
 
-.PHONY: all build dev test vet lint fmt-check peers bench clean
+.PHONY: all build dev test vet lint fmt-check peers bench fuzz clean
 
 all: build
 
@@ -35,6 +35,14 @@ lint: fmt-check vet
 test: lint peers
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
 	cd compat && $(GO) test -race -count=1 ./...
+	$(MAKE) fuzz
+
+# fuzz runs each fuzz target briefly (make test does); FUZZTIME=5m by hand.
+FUZZTIME ?= 5s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzParseJob$$' -fuzztime $(FUZZTIME) ./jobspec/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseVolume$$' -fuzztime $(FUZZTIME) ./jobspec/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeJobRegistration$$' -fuzztime $(FUZZTIME) ./api/
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2000x ./nomad/ ./plugins/csi/...

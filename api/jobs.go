@@ -1,6 +1,8 @@
 package api
 
 import (
+	"fmt"
+	"net/url"
 	"strconv"
 	"time"
 )
@@ -263,3 +265,50 @@ type JobDeregisterResponse struct {
 
 // durationPtr is a shorthand for the many *time.Duration defaults.
 func durationPtr(d time.Duration) *time.Duration { return &d }
+
+// JobPlanRequest is the body of PUT /v1/job/:id/plan.
+type JobPlanRequest struct {
+	Job  *Job
+	Diff bool
+}
+
+// JobPlanResponse is what the scheduler would do with a job, without
+// doing it.
+type JobPlanResponse struct {
+	Annotations    *PlanAnnotations
+	FailedTGAllocs map[string]*AllocationMetric
+	JobModifyIndex uint64
+	CreatedEvals   []*Evaluation
+	Warnings       string
+}
+
+// PlanAnnotations hold per-group counts of a plan.
+type PlanAnnotations struct {
+	DesiredTGUpdates map[string]*DesiredUpdates
+}
+
+// DesiredUpdates counts what a plan does to one group's allocs.
+type DesiredUpdates struct {
+	Ignore            uint64
+	Place             uint64
+	Migrate           uint64
+	Stop              uint64
+	InPlaceUpdate     uint64
+	DestructiveUpdate uint64
+	Canary            uint64
+	Preemptions       uint64
+}
+
+// Plan asks the servers what registering job would do (PUT
+// /v1/job/:id/plan); nothing is written.
+func (j *Jobs) Plan(job *Job, w *WriteOptions) (*JobPlanResponse, *WriteMeta, error) {
+	if job == nil || job.ID == nil || *job.ID == "" {
+		return nil, nil, fmt.Errorf("planning job: missing job ID")
+	}
+	var resp JobPlanResponse
+	wm, err := j.c.write("PUT", "/v1/job/"+url.PathEscape(*job.ID)+"/plan", &JobPlanRequest{Job: job}, &resp, w)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &resp, wm, nil
+}
