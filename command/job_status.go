@@ -1,7 +1,6 @@
 package command
 
 import (
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -104,27 +103,24 @@ func (m *Meta) fmtResult(err error) int {
 
 func (c *JobStatusCommand) list(client *api.Client) int {
 	jobs, _, err := client.Jobs().List(nil)
-	if err != nil {
-		c.ui.Error("%s", c.apiErr("listing jobs", err))
-		return 1
-	}
-	if jobs == nil {
-		jobs = []*api.JobListStub{}
-	}
+	return jobListing.print(&c.Meta, jobs, err)
+}
+
+// jobListing lists jobs by ID.
+var jobListing = listing[*api.JobListStub]{
+	kind: "job",
+	none: "No running jobs",
+	id:   func(j *api.JobListStub) string { return j.ID },
+	sort: sortJobs,
+	rows: jobRows,
+}
+
+func sortJobs(jobs []*api.JobListStub) {
 	sort.Slice(jobs, func(i, j int) bool { return jobs[i].ID < jobs[j].ID })
-	if done, err := c.formatted(jobs); done {
-		return c.fmtResult(err)
-	}
-	if len(jobs) == 0 {
-		c.ui.Output("No running jobs")
-		return 0
-	}
-	c.ui.Output("%s", table(jobRows(jobs)))
-	return 0
 }
 
 func jobRows(jobs []*api.JobListStub) [][]string {
-	sort.Slice(jobs, func(i, j int) bool { return jobs[i].ID < jobs[j].ID })
+	sortJobs(jobs)
 	rows := [][]string{{"ID", "Type", "Priority", "Status", "Submit Date"}}
 	for _, j := range jobs {
 		rows = append(rows, []string{j.ID, j.Type, strconv.Itoa(j.Priority), jobStatus(j.Status, j.Stop), formatUnixNano(j.SubmitTime)})
@@ -287,15 +283,9 @@ func uintPtr(p *uint64) string {
 // id was the whole ID.
 func (m *Meta) resolveJob(client *api.Client, id string) (stub *api.JobListStub, exact bool, err error) {
 	jobs, _, err := client.Jobs().PrefixList(id)
+	stub, err = jobListing.resolve(m, id, jobs, err)
 	if err != nil {
-		return nil, false, errors.New(m.apiErr("listing jobs", err))
-	}
-	stub, matches, ok := pickByPrefix(id, jobs, func(j *api.JobListStub) string { return j.ID })
-	if !ok {
-		if len(matches) == 0 {
-			return nil, false, notFound("job", id, "berth job status")
-		}
-		return nil, false, ambiguous("job", id, jobRows(matches))
+		return nil, false, err
 	}
 	return stub, stub.ID == id, nil
 }

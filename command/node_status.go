@@ -3,7 +3,6 @@ package command
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/url"
 	"sort"
@@ -102,27 +101,26 @@ func (c *NodeStatusCommand) nodeInfo(id string) (*nodeDetail, error) {
 
 func (c *NodeStatusCommand) list(client *api.Client) int {
 	nodes, _, err := client.Nodes().List(nil)
-	if err != nil {
-		c.ui.Error("%s", c.apiErr("listing nodes", err))
-		return 1
+	return nodeListing(c.verbose).print(&c.Meta, nodes, err)
+}
+
+// nodeListing lists nodes by name; verbose adds columns and full IDs.
+func nodeListing(verbose bool) listing[*api.NodeListStub] {
+	return listing[*api.NodeListStub]{
+		kind: "node",
+		none: "No client nodes",
+		id:   func(n *api.NodeListStub) string { return n.ID },
+		sort: sortNodes,
+		rows: func(nodes []*api.NodeListStub) [][]string { return nodeRows(nodes, verbose) },
 	}
-	if nodes == nil {
-		nodes = []*api.NodeListStub{}
-	}
+}
+
+func sortNodes(nodes []*api.NodeListStub) {
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
-	if done, err := c.formatted(nodes); done {
-		return c.fmtResult(err)
-	}
-	if len(nodes) == 0 {
-		c.ui.Output("No client nodes")
-		return 0
-	}
-	c.ui.Output("%s", table(nodeRows(nodes, c.verbose)))
-	return 0
 }
 
 func nodeRows(nodes []*api.NodeListStub, verbose bool) [][]string {
-	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	sortNodes(nodes)
 	header := []string{"ID", "DC", "Name", "Class", "Drain", "Eligibility", "Status"}
 	if verbose {
 		header = append(header, "Address", "Version")
@@ -270,15 +268,9 @@ func (m *Meta) resolveNode(client *api.Client, id string) (stub *api.NodeListStu
 		return nil, false, fmt.Errorf("Node ID %q is too short: give at least 2 characters.", id)
 	}
 	nodes, _, err := client.Nodes().PrefixList(id)
+	stub, err = nodeListing(m.verbose).resolve(m, id, nodes, err)
 	if err != nil {
-		return nil, false, errors.New(m.apiErr("listing nodes", err))
-	}
-	stub, matches, ok := pickByPrefix(id, nodes, func(n *api.NodeListStub) string { return n.ID })
-	if !ok {
-		if len(matches) == 0 {
-			return nil, false, notFound("node", id, "berth node status")
-		}
-		return nil, false, ambiguous("node", id, nodeRows(matches, m.verbose))
+		return nil, false, err
 	}
 	return stub, stub.ID == id, nil
 }

@@ -1,7 +1,6 @@
 package command
 
 import (
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -73,27 +72,24 @@ func (c *PluginStatusCommand) Run(args []string) int {
 
 func (c *PluginStatusCommand) list(client *api.Client) int {
 	plugins, _, err := client.CSIPlugins().List(nil)
-	if err != nil {
-		c.ui.Error("%s", c.apiErr("listing plugins", err))
-		return 1
-	}
-	if plugins == nil {
-		plugins = []*api.CSIPluginListStub{}
-	}
+	return pluginListing.print(&c.Meta, plugins, err)
+}
+
+// pluginListing lists CSI plugins by ID.
+var pluginListing = listing[*api.CSIPluginListStub]{
+	kind: "plugin",
+	none: "No CSI plugins",
+	id:   func(p *api.CSIPluginListStub) string { return p.ID },
+	sort: sortPlugins,
+	rows: pluginRows,
+}
+
+func sortPlugins(plugins []*api.CSIPluginListStub) {
 	sort.Slice(plugins, func(i, j int) bool { return plugins[i].ID < plugins[j].ID })
-	if done, err := c.formatted(plugins); done {
-		return c.fmtResult(err)
-	}
-	if len(plugins) == 0 {
-		c.ui.Output("No CSI plugins")
-		return 0
-	}
-	c.ui.Output("%s", table(pluginRows(plugins)))
-	return 0
 }
 
 func pluginRows(plugins []*api.CSIPluginListStub) [][]string {
-	sort.Slice(plugins, func(i, j int) bool { return plugins[i].ID < plugins[j].ID })
+	sortPlugins(plugins)
 	rows := [][]string{{"ID", "Provider", "Controllers Healthy/Expected", "Nodes Healthy/Expected"}}
 	for _, p := range plugins {
 		rows = append(rows, []string{p.ID, p.Provider,
@@ -208,15 +204,5 @@ func capList(set map[string]bool) string {
 // resolvePlugin resolves a plugin ID or unique prefix.
 func (m *Meta) resolvePlugin(client *api.Client, id string) (*api.CSIPluginListStub, error) {
 	plugins, _, err := client.CSIPlugins().List(&api.QueryOptions{Prefix: id})
-	if err != nil {
-		return nil, errors.New(m.apiErr("listing plugins", err))
-	}
-	stub, matches, ok := pickByPrefix(id, plugins, func(p *api.CSIPluginListStub) string { return p.ID })
-	if !ok {
-		if len(matches) == 0 {
-			return nil, notFound("plugin", id, "berth plugin status")
-		}
-		return nil, ambiguous("plugin", id, pluginRows(matches))
-	}
-	return stub, nil
+	return pluginListing.resolve(m, id, plugins, err)
 }

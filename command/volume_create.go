@@ -32,22 +32,9 @@ func (c *VolumeCreateCommand) Help() string {
 }
 
 func (c *VolumeCreateCommand) Run(args []string) int {
-	fs := c.flagSet("volume create", true)
-	if err := fs.Parse(args); err != nil {
-		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
-	}
-	if fs.NArg() != 1 {
-		return flagErr(c.ui, c.Help(), "This command takes one argument: the volume specification file (or - for standard input).")
-	}
-	vol, err := parseVolumeArg(fs.Arg(0), c.stdin)
-	if err != nil {
-		c.ui.Error("Error parsing volume specification %s:\n%v", fs.Arg(0), err)
-		return 1
-	}
-	client, err := c.client()
-	if err != nil {
-		c.ui.Error("Error: %v", err)
-		return 1
+	vol, client, code := c.volumeSpecArgs(c.flagSet("volume create", true), c.Help(), args, c.stdin)
+	if code != 0 {
+		return code
 	}
 	resp, _, err := client.CSIVolumes().CreateOpts(&api.CSIVolumeCreateRequest{Volumes: []*api.CSIVolume{vol}},
 		&api.WriteOptions{Namespace: vol.Namespace})

@@ -1,6 +1,7 @@
 package command
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -34,22 +35,9 @@ func (c *VolumeRegisterCommand) Help() string {
 }
 
 func (c *VolumeRegisterCommand) Run(args []string) int {
-	fs := c.flagSet("volume register", false)
-	if err := fs.Parse(args); err != nil {
-		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
-	}
-	if fs.NArg() != 1 {
-		return flagErr(c.ui, c.Help(), "This command takes one argument: the volume specification file (or - for standard input).")
-	}
-	vol, err := parseVolumeArg(fs.Arg(0), c.stdin)
-	if err != nil {
-		c.ui.Error("Error parsing volume specification %s:\n%v", fs.Arg(0), err)
-		return 1
-	}
-	client, err := c.client()
-	if err != nil {
-		c.ui.Error("Error: %v", err)
-		return 1
+	vol, client, code := c.volumeSpecArgs(c.flagSet("volume register", false), c.Help(), args, c.stdin)
+	if code != 0 {
+		return code
 	}
 	resp, _, err := client.CSIVolumes().RegisterOpts(&api.CSIVolumeRegisterRequest{Volumes: []*api.CSIVolume{vol}},
 		&api.WriteOptions{Namespace: vol.Namespace})
@@ -60,6 +48,29 @@ func (c *VolumeRegisterCommand) Run(args []string) int {
 	printWarnings(c.ui, resp.Warnings)
 	c.ui.Output("Volume %q registered", vol.ID)
 	return 0
+}
+
+// volumeSpecArgs parses the flags and the one argument of volume create
+// and volume register, a volume specification file (see parseVolumeArg),
+// and makes the client. A nonzero code is the exit code of a failure it
+// has reported.
+func (m *Meta) volumeSpecArgs(fs *flag.FlagSet, help string, args []string, stdin io.Reader) (vol *api.CSIVolume, client *api.Client, code int) {
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, flagErr(m.ui, help, "Error parsing flags: %v", err)
+	}
+	if fs.NArg() != 1 {
+		return nil, nil, flagErr(m.ui, help, "This command takes one argument: the volume specification file (or - for standard input).")
+	}
+	vol, err := parseVolumeArg(fs.Arg(0), stdin)
+	if err != nil {
+		m.ui.Error("Error parsing volume specification %s:\n%v", fs.Arg(0), err)
+		return nil, nil, 1
+	}
+	if client, err = m.client(); err != nil {
+		m.ui.Error("Error: %v", err)
+		return nil, nil, 1
+	}
+	return vol, client, 0
 }
 
 // parseVolumeArg parses a volume specification file, or standard input

@@ -1,7 +1,6 @@
 package command
 
 import (
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -106,23 +105,19 @@ func (c *VolumeStatusCommand) list(client *api.Client, pluginID, node string) in
 		q.Params["node_id"] = nodeID
 	}
 	vols, _, err := client.CSIVolumes().List(q)
-	if err != nil {
-		c.ui.Error("%s", c.apiErr("listing volumes", err))
-		return 1
+	return volumeListing(c.verbose).print(&c.Meta, vols, err)
+}
+
+// volumeListing lists CSI volumes by namespace and ID; verbose adds
+// columns.
+func volumeListing(verbose bool) listing[*api.CSIVolumeListStub] {
+	return listing[*api.CSIVolumeListStub]{
+		kind: "volume",
+		none: "No CSI volumes",
+		id:   func(v *api.CSIVolumeListStub) string { return v.ID },
+		sort: sortVolumes,
+		rows: func(vols []*api.CSIVolumeListStub) [][]string { return volumeRows(vols, verbose) },
 	}
-	if vols == nil {
-		vols = []*api.CSIVolumeListStub{}
-	}
-	sortVolumes(vols)
-	if done, err := c.formatted(vols); done {
-		return c.fmtResult(err)
-	}
-	if len(vols) == 0 {
-		c.ui.Output("No CSI volumes")
-		return 0
-	}
-	c.ui.Output("%s", table(volumeRows(vols, c.verbose)))
-	return 0
 }
 
 // sortVolumes orders volumes by namespace, then ID.
@@ -279,15 +274,5 @@ func mountOptions(o *api.CSIMountOptions) string {
 // (listing them).
 func (m *Meta) resolveVolume(client *api.Client, id string) (*api.CSIVolumeListStub, error) {
 	vols, _, err := client.CSIVolumes().List(&api.QueryOptions{Prefix: id})
-	if err != nil {
-		return nil, errors.New(m.apiErr("listing volumes", err))
-	}
-	stub, matches, ok := pickByPrefix(id, vols, func(v *api.CSIVolumeListStub) string { return v.ID })
-	if !ok {
-		if len(matches) == 0 {
-			return nil, notFound("volume", id, "berth volume status")
-		}
-		return nil, ambiguous("volume", id, volumeRows(matches, false))
-	}
-	return stub, nil
+	return volumeListing(false).resolve(m, id, vols, err)
 }

@@ -31,18 +31,8 @@ func (j *JobEndpoint) Register(args *structs.JobRegisterRequest, reply *structs.
 		return err
 	}
 	// Authorization arrives with ACLs; every caller may register today.
-	if args.Job == nil {
-		return structs.NewError(structs.CodeInvalid, "job register: missing job")
-	}
-	// Copy: in-process callers share the job with us.
-	job := args.Job.Copy()
-	if job.Namespace == "" {
-		job.Namespace = args.RequestNamespace()
-	}
-	if job.Namespace == structs.AllNamespaces {
-		return structs.NewError(structs.CodeInvalid, "job %q: namespace %q is only for listing; name one namespace", job.ID, job.Namespace)
-	}
-	if err := job.Validate(); err != nil {
+	job, err := jobToRegister("job register", args)
+	if err != nil {
 		return err
 	}
 	now := time.Now().UnixNano()
@@ -64,6 +54,26 @@ func (j *JobEndpoint) Register(args *structs.JobRegisterRequest, reply *structs.
 	reply.Warnings = j.registerWarnings(job)
 	reply.Index = index
 	return nil
+}
+
+// jobToRegister is the job that Register (or Plan, for op "job plan")
+// would store: a copy, since in-process callers share args.Job with us, in
+// the request's namespace unless it names its own, and valid.
+func jobToRegister(op string, args *structs.JobRegisterRequest) (*structs.Job, error) {
+	if args.Job == nil {
+		return nil, structs.NewError(structs.CodeInvalid, "%s: missing job", op)
+	}
+	job := args.Job.Copy()
+	if job.Namespace == "" {
+		job.Namespace = args.RequestNamespace()
+	}
+	if job.Namespace == structs.AllNamespaces {
+		return nil, structs.NewError(structs.CodeInvalid, "job %q: namespace %q is only for listing; name one namespace", job.ID, job.Namespace)
+	}
+	if err := job.Validate(); err != nil {
+		return nil, err
+	}
+	return job, nil
 }
 
 // registerWarnings points out what will keep the job from running that is
@@ -298,17 +308,8 @@ func (j *JobEndpoint) Plan(args *structs.JobRegisterRequest, reply *JobPlanRespo
 	if done, err := j.srv.forward("Job.Plan", args, args, reply); done {
 		return err
 	}
-	if args.Job == nil {
-		return structs.NewError(structs.CodeInvalid, "job plan: missing job")
-	}
-	job := args.Job.Copy()
-	if job.Namespace == "" {
-		job.Namespace = args.RequestNamespace()
-	}
-	if job.Namespace == structs.AllNamespaces {
-		return structs.NewError(structs.CodeInvalid, "job %q: namespace %q is only for listing; name one namespace", job.ID, job.Namespace)
-	}
-	if err := job.Validate(); err != nil {
+	job, err := jobToRegister("job plan", args)
+	if err != nil {
 		return err
 	}
 	snap, err := j.srv.State().Snapshot()

@@ -22,10 +22,7 @@ import (
 func (s *nodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
 	const op = "node publish volume"
 	id, node := req.GetVolumeId(), s.p.cfg.NodeID
-	if id == "" {
-		return nil, status.Errorf(codes.InvalidArgument, "%s: volume_id is required", op)
-	}
-	target, err := absPath(op, id, "target_path", req.GetTargetPath())
+	target, err := volumePath(op, id, "target_path", req.GetTargetPath())
 	if err != nil {
 		return nil, err
 	}
@@ -135,10 +132,7 @@ func makeTarget(target string) (bool, error) {
 func (s *nodeServer) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
 	const op = "node unpublish volume"
 	id, node := req.GetVolumeId(), s.p.cfg.NodeID
-	if id == "" {
-		return nil, status.Errorf(codes.InvalidArgument, "%s: volume_id is required", op)
-	}
-	target, err := absPath(op, id, "target_path", req.GetTargetPath())
+	target, err := volumePath(op, id, "target_path", req.GetTargetPath())
 	if err != nil {
 		return nil, err
 	}
@@ -151,11 +145,7 @@ func (s *nodeServer) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpub
 		if !recorded {
 			// Not published here, as far as the state knows; clean up only
 			// a mount of this volume left by a crash, never anything else.
-			mounted, err := isMountpoint(target)
-			if err != nil || !mounted {
-				return nil
-			}
-			if ok, _ := mountShows(target, s.p.volumeDir(id)); !ok {
+			if !s.strayMount(id, target) {
 				return nil
 			}
 			pub.CreatedTarget = true

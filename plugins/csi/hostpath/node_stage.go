@@ -21,10 +21,7 @@ import (
 func (s *nodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
 	const op = "node stage volume"
 	id, node := req.GetVolumeId(), s.p.cfg.NodeID
-	if id == "" {
-		return nil, status.Errorf(codes.InvalidArgument, "%s: volume_id is required", op)
-	}
-	path, err := absPath(op, id, "staging_target_path", req.GetStagingTargetPath())
+	path, err := volumePath(op, id, "staging_target_path", req.GetStagingTargetPath())
 	if err != nil {
 		return nil, err
 	}
@@ -102,16 +99,35 @@ func (s *nodeServer) ensureMounted(v *Volume, src, path string, readonly bool) e
 	return bindMount(src, path, readonly)
 }
 
+// strayMount reports whether path holds a mount of volume id, for a stage
+// or publish the state does not record: a crash between mounting and
+// recording leaves one. Unstage and unpublish clean up such a mount and
+// nothing else; a path that cannot be inspected is not one.
+func (s *nodeServer) strayMount(id, path string) bool {
+	mounted, err := isMountpoint(path)
+	if err != nil || !mounted {
+		return false
+	}
+	ok, _ := mountShows(path, s.p.volumeDir(id))
+	return ok
+}
+
+// volumePath checks the volume ID and the path field of a node RPC, and
+// returns the path cleaned (see absPath).
+func volumePath(op, id, field, path string) (string, error) {
+	if id == "" {
+		return "", status.Errorf(codes.InvalidArgument, "%s: volume_id is required", op)
+	}
+	return absPath(op, id, field, path)
+}
+
 // NodeUnstageVolume unmounts the staging path. It succeeds when nothing is
 // staged there, and refuses, with FailedPrecondition, while the volume is
 // still published on this node.
 func (s *nodeServer) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolumeRequest) (*csi.NodeUnstageVolumeResponse, error) {
 	const op = "node unstage volume"
 	id, node := req.GetVolumeId(), s.p.cfg.NodeID
-	if id == "" {
-		return nil, status.Errorf(codes.InvalidArgument, "%s: volume_id is required", op)
-	}
-	path, err := absPath(op, id, "staging_target_path", req.GetStagingTargetPath())
+	path, err := volumePath(op, id, "staging_target_path", req.GetStagingTargetPath())
 	if err != nil {
 		return nil, err
 	}
@@ -130,11 +146,7 @@ func (s *nodeServer) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstage
 		if !recorded {
 			// Not staged here, as far as the state knows; unmount only a
 			// mount of this volume left by a crash, never anything else.
-			mounted, err := isMountpoint(path)
-			if err != nil || !mounted {
-				return nil
-			}
-			if ok, _ := mountShows(path, s.p.volumeDir(id)); !ok {
+			if !s.strayMount(id, path) {
 				return nil
 			}
 		}
