@@ -7,11 +7,17 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/berth-io/berth/client/allocrunner"
+	"github.com/berth-io/berth/client/allocrunner/taskrunner"
+	"github.com/berth-io/berth/client/dynamicplugins"
+	"github.com/berth-io/berth/client/pluginmanager/csimanager"
 	"github.com/berth-io/berth/client/state"
 	"github.com/berth-io/berth/helper"
 	"github.com/berth-io/berth/nomad/structs"
@@ -28,6 +34,16 @@ type Client struct {
 	host       *hostFingerprint
 	syncer     *allocSyncer
 
+	// plugins are the plugins running as tasks (CSI); csi fingerprints
+	// them and mounts volumes through them; csiEvents lets the csi_hook
+	// record task events.
+	plugins   *dynamicplugins.Registry
+	csi       *csimanager.Manager
+	csiEvents *allocrunner.CSIEvents
+	// csiChanged is signalled when the node's CSI info changed and the
+	// servers must hear of it (Node.Register).
+	csiChanged chan struct{}
+
 	// ctx ends at Shutdown; every goroutine the client starts watches it
 	// and is counted in wg.
 	ctx    context.Context
@@ -42,6 +58,11 @@ type Client struct {
 	// nodeLock guards node.
 	nodeLock sync.RWMutex
 	node     *structs.Node
+
+	// registerLock serialises Node.Register calls (heartbeat loop, CSI
+	// fingerprint sync) so that a register carrying an older snapshot of
+	// the node can never land after one carrying a newer snapshot.
+	registerLock sync.Mutex
 
 	// allocLock guards allocs and closing.
 	allocLock sync.RWMutex
@@ -64,6 +85,7 @@ func New(cfg *Config) (*Client, error) {
 		dataDir:    cfg.DataDir,
 		registered: make(chan struct{}),
 		allocs:     map[string]*allocEntry{},
+		csiChanged: make(chan struct{}, 1),
 	}
 	if c.dataDir == "" {
 		if !cfg.DevMode {
@@ -91,15 +113,155 @@ func New(cfg *Config) (*Client, error) {
 	c.logger = c.logger.With("node_id", id.ID)
 	c.host = fingerprintHost(cfg.NetworkIP)
 	c.node = c.buildNode(id, fingerprintDrivers(context.Background(), cfg.Drivers))
+	if err := c.setupCSI(); err != nil {
+		c.db.Close()
+		c.removeTmpDataDir()
+		return nil, err
+	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.syncer = newAllocSyncer(c, cfg.UpdateBatchWindow, cfg.RetryBackoff)
 
+	// The CSI manager starts before allocs are restored, so that they find
+	// their node plugins (reloaded from the registry) as soon as possible.
+	c.goRun(c.csi.Run)
+	c.goRun(c.csiNodeSync)
 	c.restoreAllocs()
 	c.goRun(c.syncer.run)
 	c.goRun(c.heartbeatLoop)
 	c.goRun(c.watchAllocs)
-	c.logger.Info("client started", "data_dir", c.dataDir, "node_name", c.node.Name)
+	c.logger.Info("client started", "data_dir", c.dataDir, "node_name", c.Node().Name)
 	return c, nil
+}
+
+// setupCSI builds the dynamic plugin registry and the CSI manager, and
+// adds the CSI hooks to every alloc and task: csi_hook, plugin_supervisor
+// and volume_mount.
+func (c *Client) setupCSI() error {
+	cfg := c.cfg
+	root := filepath.Join(c.dataDir, "client", "csi")
+	reg, err := dynamicplugins.New(c.db, cfg.Logger)
+	if err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	mgr, err := csimanager.New(csimanager.Config{
+		Registry: reg, DB: c.db, Root: root, Logger: cfg.Logger, UpdateNode: c.updateNodeCSI,
+		FingerprintInterval: cfg.CSI.FingerprintInterval, IsMountpoint: cfg.CSI.IsMountpoint, CSIOptions: cfg.CSI.ClientOptions,
+	})
+	if err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	c.plugins, c.csi, c.csiEvents = reg, mgr, allocrunner.NewCSIEvents()
+
+	cfg.AllocHooks = append(slices.Clone(cfg.AllocHooks), allocrunner.NewCSIHookFactory(allocrunner.CSIHookConfig{
+		Manager: mgr, RPC: c.rpc, NodeID: c.NodeID, Drivers: cfg.Drivers, Events: c.csiEvents,
+		PluginWait: cfg.CSI.PluginWait, RetryBackoff: cfg.CSI.RetryBackoff, PostrunWait: cfg.CSI.PostrunWait,
+	}))
+	supervisor := taskrunner.NewPluginSupervisorHookFactory(taskrunner.PluginSupervisorConfig{
+		Registry: reg, Root: root, Drivers: cfg.Drivers, ProbeInterval: cfg.CSI.PluginProbeInterval, CSIOptions: cfg.CSI.ClientOptions,
+	})
+	volumeMount := func(hc *taskrunner.HookConfig) taskrunner.Hook {
+		if hasCSIVolumes(hc.Alloc) {
+			c.csiEvents.AddTask(hc.Alloc.ID, hc.Task.Name, hc.Lifecycle)
+		}
+		return taskrunner.NewVolumeMountHook(hc)
+	}
+	cfg.TaskHooks = append(slices.Clone(cfg.TaskHooks), supervisor, volumeMount)
+	return nil
+}
+
+func hasCSIVolumes(a *structs.Allocation) bool {
+	if a.Job == nil {
+		return false
+	}
+	tg := a.Job.LookupTaskGroup(a.TaskGroup)
+	if tg == nil {
+		return false
+	}
+	for _, v := range tg.Volumes {
+		if v != nil && v.Type == structs.VolumeTypeCSI {
+			return true
+		}
+	}
+	return false
+}
+
+// updateNodeCSI applies a CSI plugin instance's fingerprint (nil: gone) to
+// the node and, when it changed anything, asks for a Node.Register.
+func (c *Client) updateNodeCSI(pluginType, pluginID string, info *structs.CSIInfo) {
+	c.nodeLock.Lock()
+	cur := c.node.CSINodePlugins
+	if pluginType == dynamicplugins.PluginTypeCSIController {
+		cur = c.node.CSIControllerPlugins
+	}
+	old, had := cur[pluginID]
+	if (info == nil && !had) || (info != nil && had && csiInfoEqual(old, info)) {
+		c.nodeLock.Unlock()
+		return
+	}
+	n := c.node.Copy()
+	m := &n.CSINodePlugins
+	if pluginType == dynamicplugins.PluginTypeCSIController {
+		m = &n.CSIControllerPlugins
+	}
+	if info == nil {
+		delete(*m, pluginID)
+	} else {
+		if *m == nil {
+			*m = map[string]*structs.CSIInfo{}
+		}
+		(*m)[pluginID] = info.Copy()
+	}
+	c.node = n
+	c.nodeLock.Unlock()
+	select {
+	case c.csiChanged <- struct{}{}:
+	default: // a register is pending; it reads the latest node
+	}
+}
+
+// csiInfoEqual compares fingerprints, ignoring when they were taken.
+func csiInfoEqual(a, b *structs.CSIInfo) bool {
+	x, y := a.Copy(), b.Copy()
+	x.UpdateTime, y.UpdateTime = 0, 0
+	return reflect.DeepEqual(x, y)
+}
+
+// csiNodeSync registers the node again whenever its CSI info changed, after
+// the first registration, batching changes that come together.
+func (c *Client) csiNodeSync(ctx context.Context) {
+	select {
+	case <-c.registered:
+	case <-ctx.Done():
+		return
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.csiChanged:
+		}
+		if !sleepCtx(ctx, c.cfg.UpdateBatchWindow) {
+			// Leave the change pending for the final register at shutdown.
+			c.markCSIChanged()
+			return
+		}
+		select {
+		case <-c.csiChanged:
+		default:
+		}
+		c.logger.Debug("CSI plugins changed; registering the node again")
+		if _, ok := c.registerUntilDone(ctx); !ok {
+			c.markCSIChanged()
+			return
+		}
+	}
+}
+
+func (c *Client) markCSIChanged() {
+	select {
+	case c.csiChanged <- struct{}{}:
+	default:
+	}
 }
 
 // goRun runs fn(c.ctx) in a goroutine the client owns.
@@ -238,6 +400,17 @@ func (c *Client) shutdown() error {
 		errs = append(errs, errors.New("client: shutdown timed out waiting for its goroutines; a hook or driver ignores cancellation"))
 		c.logger.Error("shutdown timed out waiting for goroutines")
 	}
+	// The CSI manager marked every plugin unhealthy as it stopped: tell the
+	// servers, once and bounded, so they stop placing volumes here.
+	select {
+	case <-c.csiChanged:
+		regCtx, regCancel := context.WithTimeout(context.Background(), time.Second)
+		if _, err := c.register(regCtx); err != nil {
+			c.logger.Debug("final CSI fingerprint not sent", "error", err)
+		}
+		regCancel()
+	default:
+	}
 	if err := c.db.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("client: closing state: %w", err))
 	}
@@ -252,6 +425,12 @@ func (c *Client) shutdown() error {
 
 func (c *Client) removeTmpDataDir() {
 	if c.tmpDataDir {
+		// A volume still staged or published below (a plugin that hung)
+		// must not have its contents removed through the mount.
+		if err := csimanager.DetachMountsUnder(c.dataDir); err != nil {
+			c.logger.Error("leaving the temporary data dir: mounts remain under it", "data_dir", c.dataDir, "error", err)
+			return
+		}
 		if err := os.RemoveAll(c.dataDir); err != nil {
 			c.logger.Warn("removing temporary data dir failed", "error", err)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/berth-io/berth/client/state"
 	"github.com/berth-io/berth/helper"
 	"github.com/berth-io/berth/nomad/structs"
+	"github.com/berth-io/berth/plugins/csi"
 	"github.com/berth-io/berth/plugins/drivers"
 )
 
@@ -61,6 +62,29 @@ type Config struct {
 	KillGrace time.Duration
 	// Logs configures task log rotation.
 	Logs logs.Config
+	// CSI tunes CSI plugins and volumes; zero values take the defaults of
+	// allocrunner.CSIHookConfig, taskrunner.PluginSupervisorConfig and
+	// csimanager.Config.
+	CSI CSIConfig
+}
+
+// CSIConfig tunes the client's CSI machinery.
+type CSIConfig struct {
+	// PluginWait bounds how long an alloc waits for its node plugin.
+	PluginWait time.Duration
+	// RetryBackoff paces claim and release retries.
+	RetryBackoff helper.Backoff
+	// PostrunWait is how long one postrun waits for volume releases before
+	// reporting them pending (the alloc runner then retries it).
+	PostrunWait time.Duration
+	// PluginProbeInterval is how often a healthy plugin task is probed.
+	PluginProbeInterval time.Duration
+	// FingerprintInterval is how often plugins are fingerprinted.
+	FingerprintInterval time.Duration
+	// IsMountpoint replaces the mount point check (tests).
+	IsMountpoint func(path string) (bool, error)
+	// ClientOptions configure the CSI plugin clients (timeouts, retries).
+	ClientOptions []csi.Option
 }
 
 // Defaults.

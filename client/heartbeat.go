@@ -110,6 +110,8 @@ func (c *Client) registerUntilDone(ctx context.Context) (time.Duration, bool) {
 
 // register sends the node to the servers.
 func (c *Client) register(ctx context.Context) (time.Duration, error) {
+	c.registerLock.Lock()
+	defer c.registerLock.Unlock()
 	req := &structs.NodeRegisterRequest{Node: c.Node()}
 	var resp structs.NodeUpdateResponse
 	if err := c.rpc(ctx, "Node.Register", req, &resp); err != nil {

@@ -20,6 +20,11 @@ func (r *Runner) waitTask() (*drivers.ExitResult, waitOutcome) {
 	}
 	select {
 	case res, ok := <-ch:
+		if !ok && r.shutdownCtx.Err() != nil {
+			// The driver closed the wait because the client is shutting
+			// down (WaitTask's ctx), not because the task exited.
+			return nil, outcomeShutdown
+		}
 		return exitResult(res, ok), outcomeExited
 	case <-r.killCtx.Done():
 		if r.shutdownCtx.Err() != nil {

@@ -1,0 +1,256 @@
+package csimanager
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/berth-io/berth/nomad/structs"
+	"github.com/berth-io/berth/plugins/csi"
+)
+
+// VolumeManager stages and publishes volumes on this node through one node
+// plugin. Its methods are safe for concurrent use; operations on one volume
+// run one at a time (across every VolumeManager of the Manager), waiting
+// for each other with ctx. Both are idempotent: a repeated MountVolume
+// returns the same mount, a repeated UnmountVolume succeeds.
+type VolumeManager interface {
+	// PluginID is the plugin's ID.
+	PluginID() string
+	// ExternalNodeID is the plugin's ID of this node (NodeGetInfo), which
+	// a claim carries to the controller.
+	ExternalNodeID() string
+	// MountVolume makes vol available to alloc at its publish path:
+	// NodeStage when the plugin stages and no other alloc on this node uses
+	// (vol, usage) yet, then NodePublish unless the publish path is already
+	// a mount point (a mount left by an earlier attempt is reused).
+	// publishContext comes from the claim (ControllerPublish).
+	MountVolume(ctx context.Context, vol *structs.CSIVolume, alloc *structs.Allocation, usage *UsageOptions, publishContext map[string]string) (*MountInfo, error)
+	// UnmountVolume undoes MountVolume for one alloc: NodeUnpublish, then
+	// NodeUnstage if no other alloc on this node uses (vol, usage). An error
+	// leaves enough recorded to try again.
+	UnmountVolume(ctx context.Context, vol VolumeRef, allocID string, usage *UsageOptions) error
+}
+
+// MountInfo is a volume published for an alloc.
+type MountInfo struct {
+	// Source is the host path the volume is published at.
+	Source string
+	// IsDevice is set for block volumes: Source is a device node.
+	IsDevice bool
+}
+
+// VolumeRef names a volume for UnmountVolume.
+type VolumeRef struct {
+	Namespace string
+	ID        string
+	// ExternalID is the plugin's ID of the volume; ID when empty.
+	ExternalID string
+}
+
+func (r VolumeRef) remoteID() string {
+	if r.ExternalID != "" {
+		return r.ExternalID
+	}
+	return r.ID
+}
+
+// dirMode is the mode of the directories the client creates for staging
+// and publishing: others may traverse them (a task running as another user
+// reaches its volume), not list them.
+const dirMode = 0o711
+
+// volumeManager implements VolumeManager for one node plugin instance.
+type volumeManager struct {
+	pluginID        string
+	externalNodeID  string
+	requiresStaging bool
+	client          csi.Client
+	paths           Paths
+	usage           usageStore
+	locks           *keyedLock
+	isMountpoint    func(string) (bool, error)
+	logger          hclog.Logger
+}
+
+var _ VolumeManager = (*volumeManager)(nil)
+
+func (v *volumeManager) PluginID() string       { return v.pluginID }
+func (v *volumeManager) ExternalNodeID() string { return v.externalNodeID }
+
+func volumeLockKey(pluginID, namespace, volumeID string) string {
+	return strings.Join([]string{pluginID, namespace, volumeID}, "/")
+}
+
+func (v *volumeManager) MountVolume(ctx context.Context, vol *structs.CSIVolume, alloc *structs.Allocation, usage *UsageOptions, publishContext map[string]string) (*MountInfo, error) {
+	mi, err := v.mountVolume(ctx, vol, alloc.ID, usage, publishContext)
+	if err != nil {
+		return nil, fmt.Errorf("mounting volume %q for alloc %s with plugin %q: %w", vol.ID, alloc.ID, v.pluginID, err)
+	}
+	return mi, nil
+}
+
+func (v *volumeManager) mountVolume(ctx context.Context, vol *structs.CSIVolume, allocID string, usage *UsageOptions, publishContext map[string]string) (*MountInfo, error) {
+	if err := usage.validate(); err != nil {
+		return nil, err
+	}
+	staging, err := v.paths.StagingPath(vol.Namespace, vol.ID, usage)
+	if err != nil {
+		return nil, err
+	}
+	publish, err := v.paths.PublishPath(allocID, vol.ID, usage)
+	if err != nil {
+		return nil, err
+	}
+	logger := v.logger.With("volume_id", vol.ID, "namespace", vol.Namespace, "alloc_id", allocID, "usage", usage.Name())
+	unlock, err := v.locks.acquire(ctx, volumeLockKey(v.pluginID, vol.Namespace, vol.ID))
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+
+	capability := &csi.VolumeCapability{AccessMode: usage.AccessMode, AttachmentMode: usage.AttachmentMode}
+	if usage.AttachmentMode == structs.CSIVolumeAttachmentModeFilesystem {
+		capability.MountOptions = vol.MountOptions.Merge(usage.MountOptions)
+	}
+	pluginStaging := ""
+	if v.requiresStaging {
+		key := usageKey(v.pluginID, vol.Namespace, vol.ID, usage)
+		rec, err := v.usage.get(key)
+		if err != nil {
+			return nil, err
+		}
+		// Record this alloc as a user before staging: a client that dies
+		// after NodeStage then leaves a user whose postrun unstages, never a
+		// staged volume that nobody accounts for.
+		rec = rec.with(allocID)
+		if err := v.usage.put(key, rec); err != nil {
+			return nil, err
+		}
+		if pluginStaging, err = v.paths.PluginPath(staging); err != nil {
+			return nil, err
+		}
+		if rec.Staged {
+			logger.Debug("volume already staged on this node; reusing the staging", "allocs", rec.Allocs)
+		} else {
+			if err := os.MkdirAll(staging, dirMode); err != nil {
+				return nil, fmt.Errorf("creating staging path: %w", err)
+			}
+			err := v.client.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{
+				ExternalID: vol.RemoteID(), PublishContext: publishContext, StagingTargetPath: pluginStaging,
+				VolumeCapability: capability, Secrets: vol.Secrets, VolumeContext: vol.Context,
+			})
+			if err != nil {
+				return nil, fmt.Errorf("staging at %q: %w", staging, err)
+			}
+			rec.Staged = true
+			if err := v.usage.put(key, rec); err != nil {
+				return nil, err
+			}
+			logger.Debug("staged volume", "path", staging)
+		}
+	}
+
+	info := &MountInfo{Source: publish, IsDevice: usage.AttachmentMode == structs.CSIVolumeAttachmentModeBlockDevice}
+	mounted, err := v.isMountpoint(publish)
+	if err != nil {
+		return nil, err
+	}
+	if mounted {
+		logger.Debug("volume already published for this alloc; reusing the mount", "path", publish)
+		return info, nil
+	}
+	// The CO makes the target's parent; the plugin makes the target.
+	if err := os.MkdirAll(filepath.Dir(publish), dirMode); err != nil {
+		return nil, fmt.Errorf("creating the parent of the publish path: %w", err)
+	}
+	pluginPublish, err := v.paths.PluginPath(publish)
+	if err != nil {
+		return nil, err
+	}
+	err = v.client.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{
+		ExternalID: vol.RemoteID(), PublishContext: publishContext, StagingTargetPath: pluginStaging,
+		TargetPath: pluginPublish, VolumeCapability: capability, ReadOnly: usage.ReadOnly,
+		Secrets: vol.Secrets, VolumeContext: vol.Context,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("publishing at %q: %w", publish, err)
+	}
+	logger.Debug("published volume", "path", publish)
+	return info, nil
+}
+
+func (v *volumeManager) UnmountVolume(ctx context.Context, vol VolumeRef, allocID string, usage *UsageOptions) error {
+	if err := v.unmountVolume(ctx, vol, allocID, usage); err != nil {
+		return fmt.Errorf("unmounting volume %q for alloc %s with plugin %q: %w", vol.ID, allocID, v.pluginID, err)
+	}
+	return nil
+}
+
+func (v *volumeManager) unmountVolume(ctx context.Context, vol VolumeRef, allocID string, usage *UsageOptions) error {
+	staging, err := v.paths.StagingPath(vol.Namespace, vol.ID, usage)
+	if err != nil {
+		return err
+	}
+	publish, err := v.paths.PublishPath(allocID, vol.ID, usage)
+	if err != nil {
+		return err
+	}
+	logger := v.logger.With("volume_id", vol.ID, "namespace", vol.Namespace, "alloc_id", allocID, "usage", usage.Name())
+	unlock, err := v.locks.acquire(ctx, volumeLockKey(v.pluginID, vol.Namespace, vol.ID))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+
+	pluginPublish, err := v.paths.PluginPath(publish)
+	if err != nil {
+		return err
+	}
+	// NotFound means already unpublished: the wrapper returns nil for it.
+	if err := v.client.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{ExternalID: vol.remoteID(), TargetPath: pluginPublish}); err != nil {
+		return fmt.Errorf("unpublishing from %q: %w", publish, err)
+	}
+	if err := removeEmptyDirs(publish, filepath.Join(v.paths.HostDir, perAllocDirName)); err != nil {
+		logger.Warn("removing the alloc's empty publish directories failed", "error", err)
+	}
+	logger.Debug("unpublished volume", "path", publish)
+
+	key := usageKey(v.pluginID, vol.Namespace, vol.ID, usage)
+	rec, err := v.usage.get(key)
+	if err != nil {
+		return err
+	}
+	others := rec.others(allocID)
+	if len(others) > 0 {
+		logger.Debug("volume still used by other allocs on this node; leaving it staged", "other_allocs", others)
+		return v.usage.put(key, &usageRecord{Allocs: others, Staged: rec.Staged})
+	}
+	if v.requiresStaging {
+		pluginStaging, err := v.paths.PluginPath(staging)
+		if err != nil {
+			return err
+		}
+		// The record keeps this alloc until NodeUnstage succeeded, so a
+		// failure is retried rather than forgotten; and it no longer says
+		// staged, so an alloc mounting meanwhile stages again rather than
+		// trust a half-torn-down staging.
+		if rec.Staged {
+			if err := v.usage.put(key, &usageRecord{Allocs: rec.Allocs}); err != nil {
+				return err
+			}
+		}
+		if err := v.client.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{ExternalID: vol.remoteID(), StagingTargetPath: pluginStaging}); err != nil {
+			return fmt.Errorf("unstaging from %q: %w", staging, err)
+		}
+		if err := removeEmptyDirs(staging, filepath.Join(v.paths.HostDir, stagingDirName)); err != nil {
+			logger.Warn("removing empty staging directories failed", "error", err)
+		}
+		logger.Debug("unstaged volume", "path", staging)
+	}
+	return v.usage.put(key, &usageRecord{})
+}

@@ -1,0 +1,201 @@
+package csimanager
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/shoenig/test/must"
+
+	"github.com/berth-io/berth/client/dynamicplugins"
+	"github.com/berth-io/berth/client/state"
+	"github.com/berth-io/berth/nomad/structs"
+	"github.com/berth-io/berth/plugins/csi/fake"
+	"github.com/berth-io/berth/testutil"
+)
+
+func TestUsageOptionsName(t *testing.T) {
+	cases := []struct {
+		name string
+		u    UsageOptions
+		want string
+	}{
+		{"writer", UsageOptions{AccessMode: structs.CSIVolumeAccessModeSingleNodeWriter, AttachmentMode: structs.CSIVolumeAttachmentModeFilesystem},
+			"rw-file-system-single-node-writer"},
+		{"reader block", UsageOptions{ReadOnly: true, AccessMode: structs.CSIVolumeAccessModeMultiNodeReader, AttachmentMode: structs.CSIVolumeAttachmentModeBlockDevice},
+			"ro-block-device-multi-node-reader-only"},
+		{"mount options do not matter", UsageOptions{AccessMode: structs.CSIVolumeAccessModeSingleNodeWriter, AttachmentMode: structs.CSIVolumeAttachmentModeFilesystem,
+			MountOptions: &structs.CSIMountOptions{FSType: "xfs"}}, "rw-file-system-single-node-writer"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) { must.Eq(t, tc.want, tc.u.Name()) })
+	}
+}
+
+func TestPaths(t *testing.T) {
+	p := Paths{HostDir: "/data/client/csi/hp", PluginDir: "/local/csi"}
+	staging, err := p.StagingPath("default", "db[0]", rwUsage)
+	must.NoError(t, err)
+	must.Eq(t, "/data/client/csi/hp/staging/default/db[0]/rw-file-system-multi-node-multi-writer", staging)
+	publish, err := p.PublishPath("a1", "db[0]", rwUsage)
+	must.NoError(t, err)
+	must.Eq(t, "/data/client/csi/hp/per-alloc/a1/db[0]/rw-file-system-multi-node-multi-writer", publish)
+	in, err := p.PluginPath(publish)
+	must.NoError(t, err)
+	must.Eq(t, "/local/csi/per-alloc/a1/db[0]/rw-file-system-multi-node-multi-writer", in)
+
+	_, err = p.PluginPath("/elsewhere/x")
+	must.ErrorContains(t, err, "not under the plugin's directory")
+	for _, bad := range []string{"", ".", "..", "a/b", "../x"} {
+		_, err := p.StagingPath("default", bad, rwUsage)
+		must.Error(t, err, must.Sprintf("volume ID %q", bad))
+	}
+}
+
+// TestVolumeManager_SharedStagingSurvivesRestart: two allocs share one
+// staging; unmounting one never unstages, also after a client restart;
+// unmounting the last one does.
+func TestVolumeManager_SharedStagingSurvivesRestart(t *testing.T) {
+	sock := socketPath(t)
+	p := fake.Start(t, sock)
+	db, root := state.NewMemDB(), t.TempDir()
+	h := newManagerHarness(t, db, root, nil)
+	h.register("fakeplug", dynamicplugins.PluginTypeCSINode, sock, "plugin-alloc")
+	vm := h.nodePlugin("fakeplug")
+	ctx := context.Background()
+	vol := testVolume("vol1")
+
+	a, err := vm.MountVolume(ctx, vol, alloc("alloc-a"), rwUsage, map[string]string{"device": "/dev/x"})
+	must.NoError(t, err)
+	must.Eq(t, filepath.Join(root, "fakeplug/per-alloc/alloc-a/vol1/rw-file-system-multi-node-multi-writer"), a.Source)
+	must.False(t, a.IsDevice)
+	b, err := vm.MountVolume(ctx, vol, alloc("alloc-b"), rwUsage, map[string]string{"device": "/dev/x"})
+	must.NoError(t, err)
+	must.NotEq(t, a.Source, b.Source)
+	must.Eq(t, 1, p.Calls("NodeStageVolume"), must.Sprint("staged once per (volume, usage)"))
+	must.Eq(t, 2, p.Calls("NodePublishVolume"), must.Sprint("published per alloc"))
+
+	stage := p.LastRequest("NodeStageVolume").(*csipb.NodeStageVolumeRequest)
+	must.Eq(t, "ext-vol1", stage.GetVolumeId())
+	must.Eq(t, filepath.Join(root, "fakeplug/staging/default/vol1/rw-file-system-multi-node-multi-writer"), stage.GetStagingTargetPath())
+	must.Eq(t, map[string]string{"device": "/dev/x"}, stage.GetPublishContext())
+	must.Eq(t, map[string]string{"token": "s3cret"}, stage.GetSecrets())
+	must.Eq(t, map[string]string{"k": "v"}, stage.GetVolumeContext())
+	pub := p.LastRequest("NodePublishVolume").(*csipb.NodePublishVolumeRequest)
+	must.Eq(t, b.Source, pub.GetTargetPath())
+	must.Eq(t, stage.GetStagingTargetPath(), pub.GetStagingTargetPath())
+	must.Eq(t, csipb.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER, pub.GetVolumeCapability().GetAccessMode().GetMode())
+
+	// The client restarts: a new manager on the same state.
+	h.stop()
+	h2 := newManagerHarness(t, db, root, nil)
+	h2.register("fakeplug", dynamicplugins.PluginTypeCSINode, sock, "plugin-alloc")
+	vm2 := h2.nodePlugin("fakeplug")
+	ref := VolumeRef{Namespace: "default", ID: "vol1", ExternalID: "ext-vol1"}
+	must.NoError(t, vm2.UnmountVolume(ctx, ref, "alloc-a", rwUsage))
+	must.Eq(t, 1, p.Calls("NodeUnpublishVolume"))
+	must.Eq(t, 0, p.Calls("NodeUnstageVolume"), must.Sprint("alloc-b still uses the staging"))
+	must.NoError(t, vm2.UnmountVolume(ctx, ref, "alloc-a", rwUsage), must.Sprint("idempotent"))
+	must.Eq(t, 0, p.Calls("NodeUnstageVolume"))
+
+	must.NoError(t, vm2.UnmountVolume(ctx, ref, "alloc-b", rwUsage))
+	must.Eq(t, 1, p.Calls("NodeUnstageVolume"), must.Sprint("the last user unstages"))
+	unstage := p.LastRequest("NodeUnstageVolume").(*csipb.NodeUnstageVolumeRequest)
+	must.Eq(t, stage.GetStagingTargetPath(), unstage.GetStagingTargetPath())
+	must.Eq(t, "ext-vol1", unstage.GetVolumeId())
+	left, err := db.List(state.BucketCSIUsage)
+	must.NoError(t, err)
+	must.MapEmpty(t, left)
+}
+
+func TestVolumeManager_OneOperationAtATimePerVolume(t *testing.T) {
+	sock := socketPath(t)
+	p := fake.Start(t, sock)
+	h := newManagerHarness(t, state.NewMemDB(), t.TempDir(), nil)
+	h.register("fakeplug", dynamicplugins.PluginTypeCSINode, sock, "plugin-alloc")
+	vm := h.nodePlugin("fakeplug")
+	vol := testVolume("vol1")
+
+	p.SetHang("NodeStageVolume", true)
+	actx, acancel := context.WithCancel(context.Background())
+	aerr := make(chan error, 1)
+	go func() {
+		_, err := vm.MountVolume(actx, vol, alloc("alloc-a"), rwUsage, nil)
+		aerr <- err
+	}()
+	wctx, wcancel := context.WithTimeout(context.Background(), testutil.WaitTimeout)
+	defer wcancel()
+	must.NoError(t, p.WaitForCalls(wctx, "NodeStageVolume", 1))
+
+	// While alloc-a's stage hangs, alloc-b waits for the volume: it makes
+	// no call at all before its deadline.
+	bctx, bcancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	_, err := vm.MountVolume(bctx, vol, alloc("alloc-b"), rwUsage, nil)
+	bcancel()
+	must.ErrorIs(t, err, context.DeadlineExceeded)
+	must.Eq(t, 1, p.Calls("NodeStageVolume"))
+	must.Eq(t, 0, p.Calls("NodePublishVolume"))
+
+	// Another volume is not held up.
+	p.SetHang("NodeStageVolume", false)
+	_, err = vm.MountVolume(context.Background(), testVolume("vol2"), alloc("alloc-b"), rwUsage, nil)
+	must.NoError(t, err)
+
+	// alloc-a gives up; its failed stage is not trusted by the next user.
+	acancel()
+	must.Error(t, <-aerr)
+	_, err = vm.MountVolume(context.Background(), vol, alloc("alloc-b"), rwUsage, nil)
+	must.NoError(t, err)
+	must.Eq(t, 3, p.Calls("NodeStageVolume"), must.Sprint("vol2 once, vol1 again after the failed stage"))
+}
+
+func TestVolumeManager_ReusesAnExistingPublishMount(t *testing.T) {
+	sock := socketPath(t)
+	p := fake.Start(t, sock)
+	mounts := newFakeMounts()
+	h := newManagerHarness(t, state.NewMemDB(), t.TempDir(), func(c *Config) { c.IsMountpoint = mounts.IsMountpoint })
+	h.register("fakeplug", dynamicplugins.PluginTypeCSINode, sock, "plugin-alloc")
+	vm := h.nodePlugin("fakeplug")
+	mi, err := vm.MountVolume(context.Background(), testVolume("vol1"), alloc("a"), rwUsage, nil)
+	must.NoError(t, err)
+	mounts.set(mi.Source, true)
+	_, err = vm.MountVolume(context.Background(), testVolume("vol1"), alloc("a"), rwUsage, nil)
+	must.NoError(t, err)
+	must.Eq(t, 1, p.Calls("NodePublishVolume"))
+	must.Eq(t, 1, p.Calls("NodeStageVolume"))
+}
+
+func TestVolumeManager_PluginInItsOwnMountNamespaceGetsItsPaths(t *testing.T) {
+	sock := socketPath(t)
+	p := fake.Start(t, sock)
+	p.Configure(func(s *fake.Settings) { s.NodeCapabilities = nil }) // no staging
+	root := t.TempDir()
+	h := newManagerHarness(t, state.NewMemDB(), root, nil)
+	must.NoError(t, h.registry.Register(&dynamicplugins.PluginInfo{
+		Name: "fakeplug", Type: dynamicplugins.PluginTypeCSINode, SocketPath: sock, AllocID: "plugin-alloc",
+		Options: map[string]string{
+			dynamicplugins.OptionStagePublishHostDir:   filepath.Join(root, "fakeplug"),
+			dynamicplugins.OptionStagePublishPluginDir: "/local/csi",
+		},
+	}))
+	vm := h.nodePlugin("fakeplug")
+	u := &UsageOptions{ReadOnly: true, AccessMode: structs.CSIVolumeAccessModeMultiNodeReader, AttachmentMode: structs.CSIVolumeAttachmentModeBlockDevice}
+	mi, err := vm.MountVolume(context.Background(), testVolume("vol1"), alloc("a1"), u, nil)
+	must.NoError(t, err)
+	must.True(t, mi.IsDevice)
+	must.Eq(t, filepath.Join(root, "fakeplug/per-alloc/a1/vol1/ro-block-device-multi-node-reader-only"), mi.Source)
+	must.Eq(t, 0, p.Calls("NodeStageVolume"))
+	pub := p.LastRequest("NodePublishVolume").(*csipb.NodePublishVolumeRequest)
+	must.Eq(t, "/local/csi/per-alloc/a1/vol1/ro-block-device-multi-node-reader-only", pub.GetTargetPath())
+	must.Eq(t, "", pub.GetStagingTargetPath())
+	must.True(t, pub.GetReadonly())
+	must.NotNil(t, pub.GetVolumeCapability().GetBlock())
+
+	must.NoError(t, vm.UnmountVolume(context.Background(), VolumeRef{Namespace: "default", ID: "vol1"}, "a1", u))
+	unpub := p.LastRequest("NodeUnpublishVolume").(*csipb.NodeUnpublishVolumeRequest)
+	must.Eq(t, pub.GetTargetPath(), unpub.GetTargetPath())
+	must.Eq(t, "vol1", unpub.GetVolumeId())
+	must.Eq(t, 0, p.Calls("NodeUnstageVolume"))
+}
