@@ -75,6 +75,37 @@ type Config struct {
 	// FailedEvalFollowUpDelay is when the follow-up of a failed eval runs.
 	FailedEvalFollowUpDelay time.Duration
 
+	// ControllerPublisher reaches CSI controller plugins for the claim
+	// protocol. Nil (the default) until server→client RPC exists: a claim
+	// on a volume whose plugin requires a controller then fails with a
+	// clear error, and the volumewatcher has nothing to controller-
+	// unpublish. Tests set a fake.
+	ControllerPublisher ControllerPublisher
+	// CSIControllerTimeout bounds one ControllerPublish/Unpublish.
+	CSIControllerTimeout time.Duration
+	// CSIDisconnectDeadline is how long after a node goes down its claims
+	// may be freed without fencing, for nodes that report no
+	// DisconnectDeadline of their own (their client stops its allocs by
+	// then).
+	CSIDisconnectDeadline time.Duration
+	// CSIClaimRetryBase and CSIClaimRetryMax bound the volumewatcher's
+	// capped exponential backoff between failed controller unpublishes.
+	CSIClaimRetryBase time.Duration
+	CSIClaimRetryMax  time.Duration
+	// CSIVolumeWatcherResync is how often the volumewatcher re-queues every
+	// volume with unfinished claims, whatever changed.
+	CSIVolumeWatcherResync time.Duration
+	// CSIClaimGCInterval is how often claim GC re-queues every volume with
+	// claims in the volumewatcher.
+	CSIClaimGCInterval time.Duration
+	// CSIPluginGCInterval is how often plugin GC runs; it deletes plugins
+	// that have had no instance for CSIPluginGCThreshold.
+	CSIPluginGCInterval  time.Duration
+	CSIPluginGCThreshold time.Duration
+	// CSIClock is the clock of claim decisions (disconnect deadlines,
+	// retry times) and plugin GC; nil means time.Now. Tests inject one.
+	CSIClock func() time.Time
+
 	Logger    hclog.Logger
 	LogOutput io.Writer
 }
@@ -101,6 +132,15 @@ func DefaultConfig() *Config {
 		EvalDeliveryLimit:       3,
 		EvalNackDelay:           time.Second,
 		FailedEvalFollowUpDelay: time.Minute,
+
+		CSIControllerTimeout:   2 * time.Minute,
+		CSIDisconnectDeadline:  5 * time.Minute,
+		CSIClaimRetryBase:      time.Second,
+		CSIClaimRetryMax:       time.Minute,
+		CSIVolumeWatcherResync: time.Minute,
+		CSIClaimGCInterval:     5 * time.Minute,
+		CSIPluginGCInterval:    5 * time.Minute,
+		CSIPluginGCThreshold:   time.Hour,
 
 		Logger:    hclog.NewNullLogger(),
 		LogOutput: io.Discard,

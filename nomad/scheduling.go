@@ -3,6 +3,8 @@ package nomad
 import (
 	"context"
 	"sync"
+
+	"github.com/berth-io/berth/nomad/volumewatcher"
 )
 
 // scheduling is one leadership term's scheduling machinery. The leader
@@ -19,11 +21,13 @@ import (
 //	watchNodes ──► heartbeat deadlines ──► runHeartbeats ──► node down + evals
 //	runDrainer ──► drain evals, drain completion
 //	reapFailedEvals ──► evals over the delivery limit marked failed
+//	runCSIReapers ──► volumewatcher (claim release), claim and plugin GC (csi_gc.go)
 type scheduling struct {
 	broker     *evalBroker
 	blocked    *blockedEvals
 	plans      *planQueue
 	heartbeats *heartbeats
+	volumes    *volumewatcher.Watcher
 }
 
 func newScheduling(c *Config) *scheduling {
@@ -39,12 +43,13 @@ func newScheduling(c *Config) *scheduling {
 // term) ends.
 func (s *Server) runScheduling(ctx context.Context) {
 	sc := newScheduling(s.config)
+	sc.volumes = s.newVolumeWatcher()
 	s.sched.Store(sc)
 	defer s.sched.CompareAndSwap(sc, nil)
 
 	loops := []func(context.Context, *scheduling){
 		s.feedEvals, s.applyPlans, s.unblockEvals, s.watchCapacity,
-		s.watchNodes, s.runHeartbeats, s.runDrainer, s.reapFailedEvals,
+		s.watchNodes, s.runHeartbeats, s.runDrainer, s.reapFailedEvals, s.runCSIReapers,
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { sc.broker.Run(ctx) })

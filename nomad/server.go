@@ -261,5 +261,6 @@ func (s *Server) endpoints() map[string]any {
 		"Eval":      &EvalEndpoint{srv: s},
 		"CSIVolume": &CSIVolumeEndpoint{srv: s},
 		"CSIPlugin": &CSIPluginEndpoint{srv: s},
+		"System":    &System{srv: s},
 	}
 }

@@ -15,6 +15,7 @@ import (
 //	GET    /v1/volume/csi/:id                             read
 //	PUT    /v1/volume/csi/:id  {"Volumes": [...]}         register
 //	DELETE /v1/volume/csi/:id[?force=true]                deregister
+//	DELETE /v1/volume/csi/:id/detach?node=[&force=true]   detach from a node
 //	GET    /v1/plugins?type=csi                           list
 //	GET    /v1/plugin/csi/:id                             read
 //
@@ -54,8 +55,14 @@ func (s *HTTPServer) csiVolumesRequest(w http.ResponseWriter, r *http.Request) (
 
 func (s *HTTPServer) csiVolumeRequest(w http.ResponseWriter, r *http.Request) (any, error) {
 	id := trimPath(r, "/v1/volume/csi/")
+	if volID, ok := strings.CutSuffix(id, "/detach"); ok && volID != "" && !strings.Contains(volID, "/") {
+		if r.Method != http.MethodDelete {
+			return nil, methodNotAllowed(r)
+		}
+		return s.csiVolumeDetach(w, r, volID)
+	}
 	if id == "" || strings.Contains(id, "/") {
-		// create, delete, detach and snapshots come with the claim protocol.
+		// create, delete and snapshots come with the controller RPCs.
 		return nil, CodedError(http.StatusNotFound, "no such endpoint: "+r.URL.Path)
 	}
 	switch r.Method {
@@ -202,6 +209,30 @@ func (s *HTTPServer) csiVolumeDeregister(w http.ResponseWriter, r *http.Request,
 	}
 	var reply structs.GenericResponse
 	if err := s.agent.RPC("CSIVolume.Deregister", &args, &reply); err != nil {
+		return nil, err
+	}
+	setIndex(w, reply.Index)
+	return nil, nil
+}
+
+// csiVolumeDetach is DELETE /v1/volume/csi/:id/detach?node=<id or
+// prefix>[&force=true] (force is Berth's: detach from a node that is gone
+// without waiting for it).
+func (s *HTTPServer) csiVolumeDetach(w http.ResponseWriter, r *http.Request, id string) (any, error) {
+	args := structs.CSIVolumeDetachRequest{VolumeID: id, NodeID: r.URL.Query().Get("node")}
+	parseWrite(r, &args.WriteRequest)
+	if args.NodeID == "" {
+		return nil, CodedError(http.StatusBadRequest, "missing node: want ?node=<node ID or prefix>")
+	}
+	if f := r.URL.Query().Get("force"); f != "" {
+		force, err := strconv.ParseBool(f)
+		if err != nil {
+			return nil, CodedError(http.StatusBadRequest, "invalid force "+strconv.Quote(f)+": want true or false")
+		}
+		args.Force = force
+	}
+	var reply structs.GenericResponse
+	if err := s.agent.RPC("CSIVolume.Detach", &args, &reply); err != nil {
 		return nil, err
 	}
 	setIndex(w, reply.Index)

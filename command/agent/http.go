@@ -80,6 +80,7 @@ func (s *HTTPServer) registerHandlers() {
 	s.mux.HandleFunc("/v1/volume/csi/", s.wrap(s.csiVolumeRequest))
 	s.mux.HandleFunc("/v1/plugins", s.wrap(s.csiPluginsRequest))
 	s.mux.HandleFunc("/v1/plugin/csi/", s.wrap(s.csiPluginRequest))
+	s.mux.HandleFunc("/v1/system/gc", s.wrap(s.systemGC))
 	s.mux.HandleFunc("/v1/agent/self", s.wrap(s.agentSelfRequest))
 	s.mux.HandleFunc("/v1/client/fs/logs/", s.wrap(s.clientFSLogs))
 	installMetrics()

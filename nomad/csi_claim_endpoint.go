@@ -1,0 +1,614 @@
+package nomad
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-memdb"
+
+	"github.com/berth-io/berth/nomad/state"
+	"github.com/berth-io/berth/nomad/structs"
+	"github.com/berth-io/berth/nomad/volumewatcher"
+)
+
+// The claim protocol's endpoints (DESIGN.md §4). Clients call Claim before
+// they stage and publish a volume for an alloc, and Unpublish once they
+// have unpublished it after every task of the alloc exited; operators call
+// Detach. Each runs on the leader, under the volume's lock (shared with
+// the volumewatcher), and checkpoints every step in Raft:
+//
+//	Claim:     Reserved ─(ControllerPublish, when the plugin needs it)─► Taken
+//	Unpublish: Taken ─► NodeDetached ─(ControllerUnpublish, when needed)─► ControllerDetached ─► freed
+//	Detach:    the node's claims ─► freed when releasable; with Force, ─► NodeDetached first
+//
+// The release half is the volumewatcher's pass (Watcher.Release), so an
+// endpoint and the watcher always take the same step for the same state.
+
+// ControllerPublisher reaches a healthy controller instance of a volume's
+// plugin. The servers hold one in Config.ControllerPublisher; it is nil
+// until server→client RPC exists, and then claims of volumes whose plugin
+// requires a controller fail with a clear error.
+//
+// The servers call it on the leader only, one call per volume at a time
+// (under the volume's lock), with a context bounded by
+// Config.CSIControllerTimeout. They never mutate nor keep vol and claim;
+// vol carries its secrets. Implementations serialize calls per plugin and
+// target node, as CSI controllers expect.
+type ControllerPublisher interface {
+	// ControllerPublish attaches vol to the node of claim
+	// (claim.ExternalNodeID is the plugin's ID for it) with the claim's
+	// access mode, and returns the publish context for the node plugin.
+	// It must be idempotent: publishing again to the same node returns
+	// the same context. An error means the volume is not (known to be)
+	// attached; a *structs.Error keeps its code, any other error reaches
+	// the client as retryable.
+	ControllerPublish(ctx context.Context, vol *structs.CSIVolume, claim *structs.CSIVolumeClaim) (map[string]string, error)
+	// ControllerUnpublish detaches vol from the node of claim. It must be
+	// idempotent: a volume not attached there is a success. An error
+	// means it may still be attached; the servers retry with backoff.
+	ControllerUnpublish(ctx context.Context, vol *structs.CSIVolume, claim *structs.CSIVolumeClaim) error
+}
+
+// csiContext bounds one claim endpoint's work: the wait for the volume's
+// lock and the controller call.
+func (s *Server) csiContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(s.ctx, s.config.CSIControllerTimeout+s.config.RaftTimeout)
+}
+
+// writeClaims commits claim transitions in one Raft entry at the leader's
+// time.
+func (s *Server) writeClaims(updates ...*structs.CSIVolumeClaimUpdate) (uint64, error) {
+	_, index, err := s.raftApply(structs.CSIVolumeClaimRequestType, &structs.CSIVolumeClaimBatchRequest{
+		Claims: updates, Timestamp: time.Now().UnixNano(),
+	})
+	return index, err
+}
+
+// claimNamespace is the request's namespace, which must name one.
+func claimNamespace(w *structs.WriteRequest, op string) (string, error) {
+	ns := w.RequestNamespace()
+	if ns == structs.AllNamespaces {
+		return "", structs.NewError(structs.CodeInvalid, "%s: namespace %q is only for listing; name one namespace", op, ns)
+	}
+	return ns, nil
+}
+
+// Claim takes the claim of an alloc on a volume for the client of the
+// alloc's node, before it stages and publishes the volume:
+//
+//   - the volume, the alloc and the requested modes are checked: the
+//     alloc must run on the requesting node and not be stopping, and the
+//     (access, attachment) pair must be one of the volume's capabilities
+//     (and the reservation's, when there is one);
+//   - the alloc's reservation (made at plan apply) becomes Taken, with
+//     the external node ID and, when the plugin requires a controller,
+//     the publish context from ControllerPublish; an alloc without one
+//     reserves and takes in one write, which the state store checks
+//     against the other claims;
+//   - a claim that another claim blocks fails with CodeNotReady naming
+//     the blocking alloc, its node and its step: the client retries;
+//   - a repeated Claim of a taken claim returns what the first one did,
+//     without a second ControllerPublish.
+//
+// The reply carries the volume with its secrets: it goes only to the
+// claiming client, which passes them to its node plugin.
+func (v *CSIVolumeEndpoint) Claim(args *structs.CSIVolumeClaimRequest, reply *structs.CSIVolumeClaimResponse) (err error) {
+	defer wire(&err)
+	defer measureRPC("CSIVolume.Claim", time.Now())
+	if done, err := v.srv.forward("CSIVolume.Claim", args, args, reply); done {
+		return err
+	}
+	ns, err := claimNamespace(&args.WriteRequest, "volume claim")
+	if err != nil {
+		return err
+	}
+	if err := validateClaimRequest(args); err != nil {
+		return err
+	}
+	sc, err := v.srv.csiTerm()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := v.srv.csiContext()
+	defer cancel()
+	unlock, err := sc.volumes.Lock(ctx, ns, args.VolumeID)
+	if err != nil {
+		return fmt.Errorf("claiming volume %q for alloc %s: waiting for the volume: %w", args.VolumeID, args.AllocationID, err)
+	}
+	defer unlock()
+
+	snap, err := v.srv.State().Snapshot()
+	if err != nil {
+		return err
+	}
+	vol, alloc, err := claimSubjects(snap, ns, args)
+	if err != nil {
+		return err
+	}
+	existing := vol.Claims[alloc.ID]
+	if existing != nil {
+		switch existing.Step {
+		case structs.CSIClaimTaken:
+			if existing.NodeID != args.NodeID {
+				return structs.NewError(structs.CodeInvalid, "claiming volume %q for alloc %s: the claim is on node %s, not %s",
+					vol.ID, alloc.ID, existing.NodeID, args.NodeID)
+			}
+			return v.claimReply(ns, vol.ID, alloc.ID, vol.ModifyIndex, reply) // a retry: answer as before
+		case structs.CSIClaimNodeDetached, structs.CSIClaimControllerDetached:
+			return structs.NewError(structs.CodeConflict,
+				"claiming volume %q for alloc %s: the alloc's claim is being released (%s); a stopped alloc cannot claim it again",
+				vol.ID, alloc.ID, existing.Step.Describe())
+		}
+	}
+	claim, err := claimFor(vol, existing, alloc, args)
+	if err != nil {
+		return err
+	}
+
+	plugin, err := snap.CSIPluginByID(nil, vol.PluginID)
+	if err != nil {
+		return err
+	}
+	if claim.ExternalNodeID == "" {
+		node, err := snap.NodeByID(nil, args.NodeID)
+		if err != nil {
+			return err
+		}
+		if node != nil && node.CSINodePlugins[vol.PluginID] != nil && node.CSINodePlugins[vol.PluginID].NodeInfo != nil {
+			claim.ExternalNodeID = node.CSINodePlugins[vol.PluginID].NodeInfo.ID
+		}
+	}
+	if plugin != nil && plugin.ControllerRequired {
+		if err := v.controllerPublish(ctx, vol, existing, claim); err != nil {
+			return err
+		}
+	}
+
+	claim.Step = structs.CSIClaimTaken
+	claim.LastError, claim.Attempts, claim.NextRetry = "", 0, 0
+	if v.srv.sched.Load() != sc {
+		// Leadership changed while we published: the new term's watcher
+		// owns the volume now; the client retries there.
+		return structs.NewError(structs.CodeNoLeader, "claiming volume %q for alloc %s: leadership changed; retry", vol.ID, alloc.ID)
+	}
+	index, err := v.srv.writeClaims(&structs.CSIVolumeClaimUpdate{Namespace: ns, VolumeID: vol.ID, Claim: claim})
+	if err != nil {
+		return claimWriteError(vol.ID, alloc.ID, err)
+	}
+	return v.claimReply(ns, vol.ID, alloc.ID, index, reply)
+}
+
+func validateClaimRequest(args *structs.CSIVolumeClaimRequest) error {
+	var missing []string
+	for _, f := range []struct{ name, val string }{
+		{"volume ID", args.VolumeID}, {"alloc ID", args.AllocationID}, {"node ID", args.NodeID},
+	} {
+		if f.val == "" {
+			missing = append(missing, f.name)
+		}
+	}
+	if len(missing) > 0 {
+		return structs.NewError(structs.CodeInvalid, "volume claim: missing %s", strings.Join(missing, ", "))
+	}
+	switch args.Mode {
+	case "", structs.CSIVolumeClaimRead, structs.CSIVolumeClaimWrite:
+	default:
+		return structs.NewError(structs.CodeInvalid, "claiming volume %q for alloc %s: unknown claim mode %q (want %q or %q)",
+			args.VolumeID, args.AllocationID, args.Mode, structs.CSIVolumeClaimRead, structs.CSIVolumeClaimWrite)
+	}
+	if args.AccessMode != "" && !args.AccessMode.Valid() {
+		return structs.NewError(structs.CodeInvalid, "claiming volume %q for alloc %s: unknown access mode %q",
+			args.VolumeID, args.AllocationID, args.AccessMode)
+	}
+	if args.AttachmentMode != "" && !args.AttachmentMode.Valid() {
+		return structs.NewError(structs.CodeInvalid, "claiming volume %q for alloc %s: unknown attachment mode %q",
+			args.VolumeID, args.AllocationID, args.AttachmentMode)
+	}
+	return nil
+}
+
+// claimSubjects reads the volume and the alloc of a Claim and checks that
+// the alloc may claim.
+func claimSubjects(snap *state.StateSnapshot, ns string, args *structs.CSIVolumeClaimRequest) (*structs.CSIVolume, *structs.Allocation, error) {
+	vol, err := snap.CSIVolumeByID(nil, ns, args.VolumeID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if vol == nil {
+		return nil, nil, structs.NewError(structs.CodeNotFound, "claiming volume %q for alloc %s: volume not found in namespace %q",
+			args.VolumeID, args.AllocationID, ns)
+	}
+	alloc, err := snap.AllocByID(nil, args.AllocationID)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch {
+	case alloc == nil:
+		return nil, nil, structs.NewError(structs.CodeNotFound, "claiming volume %q: alloc %s not found", vol.ID, args.AllocationID)
+	case alloc.NodeID != args.NodeID:
+		return nil, nil, structs.NewError(structs.CodeInvalid, "claiming volume %q for alloc %s: the alloc runs on node %s, not on node %s",
+			vol.ID, alloc.ID, alloc.NodeID, args.NodeID)
+	case alloc.TerminalStatus():
+		return nil, nil, structs.NewError(structs.CodeConflict,
+			"claiming volume %q for alloc %s: the alloc is stopping (desired %s, client %s) and may not claim volumes",
+			vol.ID, alloc.ID, alloc.DesiredStatus, alloc.ClientStatus)
+	}
+	return vol, alloc, nil
+}
+
+// claimFor builds the Taken claim the request asks for on top of the
+// alloc's reservation (nil when it has none), checking its modes.
+func claimFor(vol *structs.CSIVolume, existing *structs.CSIVolumeClaim, alloc *structs.Allocation, args *structs.CSIVolumeClaimRequest) (*structs.CSIVolumeClaim, error) {
+	claim := &structs.CSIVolumeClaim{AllocID: alloc.ID, JobID: alloc.JobID, NodeID: args.NodeID}
+	if existing != nil {
+		claim = existing.Copy()
+	}
+	var errs []string
+	pick := func(what, asked, reserved string) string {
+		switch {
+		case asked == "":
+			return reserved
+		case reserved != "" && asked != reserved:
+			errs = append(errs, fmt.Sprintf("%s %q differs from the reservation's %q", what, asked, reserved))
+		}
+		return asked
+	}
+	claim.Mode = structs.CSIVolumeClaimMode(pick("claim mode", string(args.Mode), string(claim.Mode)))
+	claim.AccessMode = structs.CSIVolumeAccessMode(pick("access mode", string(args.AccessMode), string(claim.AccessMode)))
+	claim.AttachmentMode = structs.CSIVolumeAttachmentMode(pick("attachment mode", string(args.AttachmentMode), string(claim.AttachmentMode)))
+	if args.ExternalNodeID != "" {
+		claim.ExternalNodeID = args.ExternalNodeID
+	}
+	switch {
+	case len(errs) > 0:
+	case claim.Mode == "" || claim.AccessMode == "" || claim.AttachmentMode == "":
+		errs = append(errs, "the request must give the claim mode, access mode and attachment mode")
+	case !vol.HasCapability(claim.AccessMode, claim.AttachmentMode):
+		caps := make([]string, 0, len(vol.RequestedCapabilities))
+		for _, c := range vol.RequestedCapabilities {
+			caps = append(caps, fmt.Sprintf("%s/%s", c.AccessMode, c.AttachmentMode))
+		}
+		errs = append(errs, fmt.Sprintf("the volume has no capability %s/%s (it has %s)",
+			claim.AccessMode, claim.AttachmentMode, strings.Join(caps, ", ")))
+	case claim.Mode == structs.CSIVolumeClaimWrite && claim.AccessMode.ReadOnly():
+		errs = append(errs, fmt.Sprintf("access mode %s allows no writers", claim.AccessMode))
+	}
+	if len(errs) > 0 {
+		return nil, structs.NewError(structs.CodeInvalid, "claiming volume %q for alloc %s: %s", vol.ID, alloc.ID, strings.Join(errs, "; "))
+	}
+	claim.ReadOnly = claim.Mode == structs.CSIVolumeClaimRead
+	return claim, nil
+}
+
+// controllerPublish runs ControllerPublish for claim and sets its publish
+// context. The claim is first written as Reserved with the external node
+// ID, so the volume is held for the alloc while the controller works and
+// the volumewatcher can undo a publish whose Taken write is lost (it
+// controller-unpublishes a reservation with an external node ID before
+// freeing it). A failure is recorded on the reservation for operators.
+func (v *CSIVolumeEndpoint) controllerPublish(ctx context.Context, vol *structs.CSIVolume, existing, claim *structs.CSIVolumeClaim) error {
+	pub := v.srv.config.ControllerPublisher
+	if pub == nil {
+		return structs.NewError(structs.CodeInvalid,
+			"volume %q: plugin %q requires a controller (ControllerPublish), which Berth cannot reach yet; run the plugin in node mode",
+			vol.ID, vol.PluginID)
+	}
+	if claim.ExternalNodeID == "" {
+		return structs.NewError(structs.CodeNotReady,
+			"claiming volume %q for alloc %s: node %s has no external node ID for plugin %q yet (its node plugin has not fingerprinted); retry",
+			vol.ID, claim.AllocID, claim.NodeID, vol.PluginID)
+	}
+	reserved := claim.Copy()
+	reserved.Step = structs.CSIClaimReserved
+	if existing == nil || existing.ExternalNodeID != reserved.ExternalNodeID {
+		if _, err := v.srv.writeClaims(&structs.CSIVolumeClaimUpdate{Namespace: vol.Namespace, VolumeID: vol.ID, Claim: reserved}); err != nil {
+			return claimWriteError(vol.ID, claim.AllocID, err)
+		}
+	}
+	pctx, err := pub.ControllerPublish(ctx, vol.Copy(), claim.Copy())
+	if err == nil {
+		claim.PublishContext = maps.Clone(pctx)
+		return nil
+	}
+	failed := reserved.Copy()
+	failed.Attempts++
+	failed.LastError = fmt.Sprintf("controller publish to node %s (external ID %q) failed: %v", claim.NodeID, claim.ExternalNodeID, err)
+	if _, werr := v.srv.writeClaims(&structs.CSIVolumeClaimUpdate{Namespace: vol.Namespace, VolumeID: vol.ID, Claim: failed}); werr != nil {
+		v.srv.logger.Warn("recording a failed controller publish", "volume_id", vol.ID, "alloc_id", claim.AllocID, "error", werr)
+	}
+	code := structs.CodeRetryable
+	var coded *structs.Error
+	if errors.As(err, &coded) {
+		code = coded.Code
+	}
+	return structs.NewError(code, "claiming volume %q for alloc %s: ControllerPublish to node %s through plugin %q failed: %v",
+		vol.ID, claim.AllocID, claim.NodeID, vol.PluginID, err)
+}
+
+// claimWriteError names the claiming alloc in a refused claim write; a
+// conflict keeps the store's code and its naming of the blocking claim.
+func claimWriteError(volID, allocID string, err error) error {
+	var coded *structs.Error
+	if errors.As(err, &coded) {
+		return &structs.Error{Code: coded.Code, Msg: fmt.Sprintf("alloc %s cannot claim volume %q yet: %s", allocID, volID, coded.Msg)}
+	}
+	return fmt.Errorf("claiming volume %q for alloc %s: %w", volID, allocID, err)
+}
+
+// claimReply fills a Claim reply from the stored claim.
+func (v *CSIVolumeEndpoint) claimReply(ns, volID, allocID string, index uint64, reply *structs.CSIVolumeClaimResponse) error {
+	vol, err := v.srv.State().CSIVolumeByID(nil, ns, volID)
+	if err != nil {
+		return err
+	}
+	if vol == nil || vol.Claims[allocID] == nil {
+		return structs.NewError(structs.CodeRetryable, "claiming volume %q for alloc %s: the claim changed meanwhile; retry", volID, allocID)
+	}
+	reply.PublishContext = maps.Clone(vol.Claims[allocID].PublishContext)
+	reply.Volume = vol.Copy() // with secrets: for the claiming client only
+	reply.Index = index
+	return nil
+}
+
+// Unpublish is the client's report that the node side of an alloc's claim
+// is done: every task exited, NodeUnpublish (and NodeUnstage for the last
+// user) succeeded. The claim is checkpointed NodeDetached, then carried on
+// (ControllerUnpublish when the plugin needs it and no other claim uses the
+// volume on that node, ControllerDetached, freed) by the volumewatcher's
+// pass. A failed controller call is recorded on the claim (LastError,
+// Attempts, NextRetry) and left to the watcher: the client's part is done,
+// so the reply is a success. It is idempotent: an alloc without a live
+// claim (already freed, or a volume that is gone) succeeds at once. The
+// alloc itself may be gone (garbage collected); the claim's node must be
+// the requesting one.
+func (v *CSIVolumeEndpoint) Unpublish(args *structs.CSIVolumeUnpublishRequest, reply *structs.GenericResponse) (err error) {
+	defer wire(&err)
+	defer measureRPC("CSIVolume.Unpublish", time.Now())
+	if done, err := v.srv.forward("CSIVolume.Unpublish", args, args, reply); done {
+		return err
+	}
+	ns, err := claimNamespace(&args.WriteRequest, "volume unpublish")
+	if err != nil {
+		return err
+	}
+	if args.VolumeID == "" || args.AllocationID == "" || args.NodeID == "" {
+		return structs.NewError(structs.CodeInvalid, "volume unpublish: missing volume ID, alloc ID or node ID")
+	}
+	sc, err := v.srv.csiTerm()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := v.srv.csiContext()
+	defer cancel()
+
+	index, err := func() (uint64, error) {
+		unlock, err := sc.volumes.Lock(ctx, ns, args.VolumeID)
+		if err != nil {
+			return 0, fmt.Errorf("unpublishing volume %q for alloc %s: waiting for the volume: %w", args.VolumeID, args.AllocationID, err)
+		}
+		defer unlock()
+		vol, err := v.srv.State().CSIVolumeByID(nil, ns, args.VolumeID)
+		if err != nil || vol == nil {
+			return 0, err // a volume that is gone has nothing to release
+		}
+		claim := vol.Claims[args.AllocationID]
+		if claim == nil {
+			return vol.ModifyIndex, nil // already freed: a retry
+		}
+		if claim.NodeID != args.NodeID {
+			return 0, structs.NewError(structs.CodeInvalid,
+				"unpublishing volume %q for alloc %s: the claim is on node %s; node %s cannot release it",
+				vol.ID, claim.AllocID, claim.NodeID, args.NodeID)
+		}
+		if claim.Step != structs.CSIClaimReserved && claim.Step != structs.CSIClaimTaken {
+			return vol.ModifyIndex, nil // node side already recorded: a retry
+		}
+		detached := claim.Copy()
+		detached.Step = structs.CSIClaimNodeDetached
+		detached.LastError, detached.Attempts, detached.NextRetry = "", 0, 0
+		index, err := v.srv.writeClaims(&structs.CSIVolumeClaimUpdate{Namespace: ns, VolumeID: vol.ID, Claim: detached})
+		if err != nil {
+			return 0, fmt.Errorf("unpublishing volume %q for alloc %s: %w", vol.ID, claim.AllocID, err)
+		}
+		return index, nil
+	}()
+	if err != nil {
+		return err
+	}
+	// The node side is in Raft: from here on the watcher finishes the
+	// release whatever happens to this call.
+	if err := sc.volumes.Release(ctx, ns, args.VolumeID, volumewatcher.ReleaseOptions{AllocIDs: []string{args.AllocationID}}); err != nil {
+		v.srv.logger.Warn("releasing claim after unpublish; the volumewatcher retries",
+			"namespace", ns, "volume_id", args.VolumeID, "alloc_id", args.AllocationID, "error", err)
+	}
+	reply.Index = max(index, v.srv.latestIndex())
+	return nil
+}
+
+// latestIndex is the index a write that changed nothing replies with.
+func (s *Server) latestIndex() uint64 {
+	idx, _ := s.State().LatestIndex()
+	return max(idx, 1)
+}
+
+// Detach is the operator's `volume detach VOL NODE` (node by ID or unique
+// prefix). Without Force it frees the node's claims that are releasable
+// now — their allocs stopped and their node side done (or moot: a
+// reservation never published, a node gone or down past its disconnect
+// deadline) — and retries failed controller calls at once; if any claim
+// on the node is not releasable, nothing is done and the error names each
+// alloc, its step and what it waits for. With Force, claims of stopped
+// allocs, or of any alloc on a node that is down or gone, are marked
+// NodeDetached ("detach -force by operator") without waiting for the node,
+// and the release goes on as usual (ControllerUnpublish when the plugin
+// needs it). Force still refuses a claim whose alloc runs on a live node.
+func (v *CSIVolumeEndpoint) Detach(args *structs.CSIVolumeDetachRequest, reply *structs.GenericResponse) (err error) {
+	defer wire(&err)
+	defer measureRPC("CSIVolume.Detach", time.Now())
+	if done, err := v.srv.forward("CSIVolume.Detach", args, args, reply); done {
+		return err
+	}
+	ns, err := claimNamespace(&args.WriteRequest, "volume detach")
+	if err != nil {
+		return err
+	}
+	if args.VolumeID == "" || args.NodeID == "" {
+		return structs.NewError(structs.CodeInvalid, "volume detach: missing volume ID or node ID")
+	}
+	sc, err := v.srv.csiTerm()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := v.srv.csiContext()
+	defer cancel()
+
+	allocIDs, err := func() ([]string, error) {
+		unlock, err := sc.volumes.Lock(ctx, ns, args.VolumeID)
+		if err != nil {
+			return nil, fmt.Errorf("detaching volume %q: waiting for the volume: %w", args.VolumeID, err)
+		}
+		defer unlock()
+		snap, err := v.srv.State().Snapshot()
+		if err != nil {
+			return nil, err
+		}
+		vol, err := snap.CSIVolumeByID(nil, ns, args.VolumeID)
+		if err != nil {
+			return nil, err
+		}
+		if vol == nil {
+			return nil, structs.NewError(structs.CodeNotFound, "volume %q not found in namespace %q", args.VolumeID, ns)
+		}
+		nodeID, err := detachNode(snap, vol, args.NodeID)
+		if err != nil {
+			return nil, err
+		}
+		var claims []*structs.CSIVolumeClaim
+		for _, c := range vol.LiveClaims() {
+			if c.NodeID == nodeID {
+				claims = append(claims, c)
+			}
+		}
+		if args.Force {
+			return v.forceNodeDetached(snap, vol, nodeID, claims)
+		}
+		var blocking, ids []string
+		for _, c := range claims {
+			act, err := sc.volumes.Decide(snap, vol, c)
+			if err != nil {
+				return nil, err
+			}
+			if !act.Releasing() {
+				blocking = append(blocking, fmt.Sprintf("alloc %s (%s): %s", c.AllocID, c.Step, act.Reason))
+			}
+			ids = append(ids, c.AllocID)
+		}
+		if len(blocking) > 0 {
+			return nil, structs.NewError(structs.CodeConflict,
+				"volume %q cannot be detached from node %s yet: %s; stop those allocs and wait for their client, "+
+					"or use -force if the node is gone for good",
+				vol.ID, nodeID, strings.Join(blocking, "; "))
+		}
+		return ids, nil
+	}()
+	if err != nil || len(allocIDs) == 0 {
+		reply.Index = v.srv.latestIndex()
+		return err
+	}
+	if err := sc.volumes.Release(ctx, ns, args.VolumeID, volumewatcher.ReleaseOptions{AllocIDs: allocIDs, IgnoreBackoff: true}); err != nil {
+		return fmt.Errorf("detaching volume %q from node %s: %w; the volumewatcher retries", args.VolumeID, args.NodeID, err)
+	}
+	reply.Index = v.srv.latestIndex()
+	return nil
+}
+
+// forceNodeDetached marks the node's claims NodeDetached for detach
+// -force, refusing (all or nothing) while an alloc runs on a live node.
+// It returns the allocs whose claims to release.
+func (v *CSIVolumeEndpoint) forceNodeDetached(snap *state.StateSnapshot, vol *structs.CSIVolume, nodeID string, claims []*structs.CSIVolumeClaim) ([]string, error) {
+	node, err := snap.NodeByID(nil, nodeID)
+	if err != nil {
+		return nil, err
+	}
+	nodeUp := node != nil && node.Status != structs.NodeStatusDown
+	var (
+		blocking, ids []string
+		updates       []*structs.CSIVolumeClaimUpdate
+	)
+	for _, c := range claims {
+		ids = append(ids, c.AllocID)
+		if c.Step != structs.CSIClaimReserved && c.Step != structs.CSIClaimTaken {
+			continue
+		}
+		alloc, err := snap.AllocByID(nil, c.AllocID)
+		if err != nil {
+			return nil, err
+		}
+		if nodeUp && alloc != nil && !alloc.ClientTerminalStatus() {
+			blocking = append(blocking, fmt.Sprintf("alloc %s is %s on node %s, which is %s", c.AllocID, alloc.ClientStatus, nodeID, node.Status))
+			continue
+		}
+		d := c.Copy()
+		d.Step = structs.CSIClaimNodeDetached
+		d.LastError, d.Attempts, d.NextRetry = "", 0, 0
+		if d.ReleaseReason == "" {
+			d.ReleaseReason = volumewatcher.ReasonDetachForce
+		}
+		updates = append(updates, &structs.CSIVolumeClaimUpdate{Namespace: vol.Namespace, VolumeID: vol.ID, Claim: d})
+	}
+	if len(blocking) > 0 {
+		return nil, structs.NewError(structs.CodeConflict,
+			"volume %q: -force does not detach a volume from allocs that still run on a live node: %s; stop those allocs first",
+			vol.ID, strings.Join(blocking, "; "))
+	}
+	if len(updates) > 0 {
+		if _, err := v.srv.writeClaims(updates...); err != nil {
+			return nil, fmt.Errorf("detaching volume %q from node %s: %w", vol.ID, nodeID, err)
+		}
+		v.srv.logger.Warn("volume claims detached by operator (-force)", "namespace", vol.Namespace, "volume_id", vol.ID,
+			"node_id", nodeID, "allocs", ids)
+	}
+	return ids, nil
+}
+
+// detachNode resolves the node of a detach: an exact ID or a unique
+// prefix among the nodes holding claims on vol (a node may be gone from
+// the servers and still hold claims), else among registered nodes (which
+// then have nothing to detach).
+func detachNode(snap *state.StateSnapshot, vol *structs.CSIVolume, id string) (string, error) {
+	var matches []string
+	for _, c := range vol.LiveClaims() {
+		if c.NodeID == id {
+			return id, nil
+		}
+		if strings.HasPrefix(c.NodeID, id) && !slices.Contains(matches, c.NodeID) {
+			matches = append(matches, c.NodeID)
+		}
+	}
+	switch len(matches) {
+	case 1:
+		return matches[0], nil
+	case 0:
+	default:
+		slices.Sort(matches)
+		return "", structs.NewError(structs.CodeInvalid,
+			"node ID prefix %q is ambiguous: volume %q has claims on nodes %s; give more of the ID",
+			id, vol.ID, strings.Join(matches, ", "))
+	}
+	node, err := lookupByPrefix("node", id,
+		func() (*structs.Node, error) { return snap.NodeByID(nil, id) },
+		func() (memdb.ResultIterator, error) { return snap.NodesByIDPrefix(nil, id) },
+		func(n *structs.Node) string { return n.ID })
+	if err != nil {
+		return "", err
+	}
+	if node == nil {
+		return "", structs.NewError(structs.CodeNotFound, "node %q not found, and volume %q has no claims on such a node", id, vol.ID)
+	}
+	return node.ID, nil
+}

@@ -1,0 +1,253 @@
+package volumewatcher
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/berth-io/berth/nomad/structs"
+)
+
+// ActionKind is what to do next for one claim.
+type ActionKind int
+
+const (
+	// None: the claim is in use (or reserved for an alloc that will use
+	// it); nothing to release.
+	None ActionKind = iota
+	// Wait: the claim's alloc has stopped, but its release waits on
+	// something outside the servers: the client's unpublish, or a down
+	// node's disconnect deadline (Action.At).
+	Wait
+	// ControllerUnpublish: detach the volume from the claim's node through
+	// the plugin's controller, then free the claim.
+	ControllerUnpublish
+	// MarkNodeDetached: the node side is done (or can no longer matter);
+	// checkpoint NodeDetached.
+	MarkNodeDetached
+	// Free: move the claim to the volume's past claims.
+	Free
+	// RetryAfter: a controller call failed; try again at Action.At.
+	RetryAfter
+)
+
+func (k ActionKind) String() string {
+	switch k {
+	case None:
+		return "none"
+	case Wait:
+		return "wait"
+	case ControllerUnpublish:
+		return "controller-unpublish"
+	case MarkNodeDetached:
+		return "mark-node-detached"
+	case Free:
+		return "free"
+	case RetryAfter:
+		return "retry-after"
+	}
+	return fmt.Sprintf("action(%d)", int(k))
+}
+
+// Action is nextStep's answer for one claim.
+type Action struct {
+	Kind ActionKind
+	// Reason says why, in words an operator can act on; it names the
+	// alloc and the node.
+	Reason string
+	// At is when to look again: the disconnect deadline of a Wait on a
+	// down node, or the claim's NextRetry for RetryAfter. Zero: on the
+	// next change of the claim, its alloc or its node.
+	At time.Time
+	// Record is set when Reason should be shown on the claim (as its
+	// LastError) while it waits, because the wait may be long.
+	Record bool
+	// ReleaseReason is recorded on the claim when this action releases it
+	// off the normal path (the client's own unpublish).
+	ReleaseReason string
+}
+
+// Releasing reports whether the action moves the claim towards freed
+// now (or after a backoff), as opposed to leaving it in use or waiting.
+func (a Action) Releasing() bool {
+	switch a.Kind {
+	case ControllerUnpublish, MarkNodeDetached, Free, RetryAfter:
+		return true
+	}
+	return false
+}
+
+// Release reasons recorded on claims freed off the normal path.
+const (
+	ReasonNodeGone         = "node no longer registered"
+	ReasonDisconnectPassed = "node down past its disconnect deadline"
+	ReasonFenced           = "node down: volume detached by the controller (fencing)"
+	ReasonDetachForce      = "detach -force by operator"
+)
+
+// nextStep decides what to do next for claim, a live claim of vol, given
+// its alloc and its node as they are in state (nil when gone). node's
+// DisconnectDeadline must already hold the deadline that applies to it
+// (the servers' default when the node reports none). needsController is
+// whether the volume's plugin requires a controller that the servers can
+// reach. It is pure: the same inputs give the same action.
+//
+// The rules (DESIGN.md §4, guarantee 2):
+//
+//   - A claim is released only once its alloc is stopped (or gone) and its
+//     node can no longer be using the volume: the client reported node
+//     unpublish (the Unpublish RPC, which checkpoints NodeDetached, or
+//     TasksExited), the node is gone, the node is down and either fenced
+//     by ControllerUnpublish or past its disconnect deadline, or the
+//     operator forced it. Purging a job or garbage collecting an alloc
+//     never frees a claim: a Taken claim of a gone alloc on a live node
+//     waits for that node.
+//   - A Reserved claim was never published on the node (the client gets
+//     the volume only with Taken), so it is freed once its alloc stops —
+//     after a ControllerUnpublish when a Claim may have run
+//     ControllerPublish for it (it recorded the external node ID first).
+//   - After NodeDetached, ControllerUnpublish runs when the plugin needs a
+//     controller, unless another claim still uses the volume on that node
+//     (the last one there detaches it). A claim without an external node
+//     ID was never controller-published and needs none.
+//   - A failed controller call waits for the claim's NextRetry.
+func nextStep(vol *structs.CSIVolume, claim *structs.CSIVolumeClaim, alloc *structs.Allocation, node *structs.Node,
+	needsController bool, now time.Time) Action {
+	switch claim.Step {
+	case structs.CSIClaimReserved:
+		return reservedStep(claim, alloc, needsController, now)
+	case structs.CSIClaimTaken:
+		return takenStep(claim, alloc, node, needsController, now)
+	case structs.CSIClaimNodeDetached:
+		if !published(claim, needsController) {
+			return Action{Kind: Free, Reason: fmt.Sprintf(
+				"node %s finished unpublishing the volume for alloc %s, and the plugin needs no controller", claim.NodeID, claim.AllocID)}
+		}
+		if other := inUseOnNode(vol, claim); other != nil {
+			return Action{Kind: Free, Reason: fmt.Sprintf(
+				"node %s finished unpublishing the volume for alloc %s; alloc %s still uses it there, "+
+					"so the last claim on the node detaches it through the controller", claim.NodeID, claim.AllocID, other.AllocID)}
+		}
+		return controllerStep(claim, now, "")
+	case structs.CSIClaimControllerDetached:
+		return Action{Kind: Free, Reason: fmt.Sprintf(
+			"the controller detached the volume from node %s (alloc %s)", claim.NodeID, claim.AllocID)}
+	}
+	return Action{Kind: None, Reason: fmt.Sprintf("claim of alloc %s is at unknown step %q", claim.AllocID, claim.Step)}
+}
+
+func reservedStep(claim *structs.CSIVolumeClaim, alloc *structs.Allocation, needsController bool, now time.Time) Action {
+	if alloc != nil && !alloc.TerminalStatus() {
+		return Action{Kind: None, Reason: fmt.Sprintf("reserved for alloc %s, which has not claimed the volume yet", claim.AllocID)}
+	}
+	if published(claim, needsController) {
+		// A Claim records the external node ID on the reservation before
+		// it calls ControllerPublish; undo a publish whose Taken was lost.
+		return controllerStep(claim, now, "")
+	}
+	return Action{Kind: Free, Reason: fmt.Sprintf("alloc %s %s before it claimed the volume", claim.AllocID, stoppedOrGone(alloc))}
+}
+
+func takenStep(claim *structs.CSIVolumeClaim, alloc *structs.Allocation, node *structs.Node, needsController bool, now time.Time) Action {
+	switch {
+	case alloc != nil && !alloc.TerminalStatus():
+		return Action{Kind: None, Reason: fmt.Sprintf("in use by alloc %s on node %s", claim.AllocID, claim.NodeID)}
+	case alloc != nil && alloc.TasksExited:
+		return Action{Kind: MarkNodeDetached, Reason: fmt.Sprintf(
+			"client of node %s reported that every task of alloc %s exited and node unpublish finished", claim.NodeID, claim.AllocID)}
+	case node == nil:
+		return Action{Kind: MarkNodeDetached, ReleaseReason: ReasonNodeGone,
+			Reason: fmt.Sprintf("node %s of alloc %s is no longer registered", claim.NodeID, claim.AllocID)}
+	case node.Status == structs.NodeStatusDown:
+		return downNodeStep(claim, alloc, node, needsController, now)
+	case alloc == nil:
+		return Action{Kind: Wait, Record: true, Reason: fmt.Sprintf(
+			"alloc %s was garbage collected; waiting for node %s to confirm node unpublish "+
+				"(if that node lost its state, run 'berth volume detach -force')", claim.AllocID, claim.NodeID)}
+	}
+	return Action{Kind: Wait, Reason: fmt.Sprintf(
+		"alloc %s stopped; waiting for node %s to unpublish the volume", claim.AllocID, claim.NodeID)}
+}
+
+func downNodeStep(claim *structs.CSIVolumeClaim, alloc *structs.Allocation, node *structs.Node, needsController bool, now time.Time) Action {
+	fence := published(claim, needsController)
+	if node.StatusUpdatedAt == 0 {
+		// No time to count the deadline from: never guess.
+		if fence {
+			return controllerStep(claim, now, ReasonFenced)
+		}
+		return Action{Kind: Wait, Record: true, Reason: fmt.Sprintf(
+			"node %s of alloc %s is down since an unknown time; waiting for it to return, or for 'berth volume detach -force'",
+			node.ID, claim.AllocID)}
+	}
+	deadline := time.Unix(0, node.StatusUpdatedAt).Add(node.DisconnectDeadline)
+	if !now.Before(deadline) {
+		return Action{Kind: MarkNodeDetached, ReleaseReason: ReasonDisconnectPassed, Reason: fmt.Sprintf(
+			"node %s has been down since %s, past its disconnect deadline (%s); its client has stopped alloc %s",
+			node.ID, fmtTime(node.StatusUpdatedAt), node.DisconnectDeadline, claim.AllocID)}
+	}
+	if fence {
+		return controllerStep(claim, now, ReasonFenced)
+	}
+	return Action{Kind: Wait, Record: true, At: deadline, Reason: fmt.Sprintf(
+		"node %s is down; alloc %s %s; waiting for the node's disconnect deadline at %s",
+		node.ID, claim.AllocID, stoppedOrGone(alloc), deadline.UTC().Format(time.RFC3339))}
+}
+
+// published reports whether the volume may be controller-published for
+// claim: the plugin needs a controller, and the claim has the external
+// node ID that the Claim endpoint records before every ControllerPublish.
+// A claim without one (a reservation the client never claimed, a client
+// that gave up) has nothing to controller-unpublish.
+func published(claim *structs.CSIVolumeClaim, needsController bool) bool {
+	return needsController && claim.ExternalNodeID != ""
+}
+
+// controllerStep is ControllerUnpublish, or RetryAfter while the last
+// failure's backoff runs.
+func controllerStep(claim *structs.CSIVolumeClaim, now time.Time, releaseReason string) Action {
+	if claim.NextRetry > now.UnixNano() {
+		return Action{Kind: RetryAfter, At: time.Unix(0, claim.NextRetry), ReleaseReason: releaseReason, Reason: fmt.Sprintf(
+			"controller unpublish of alloc %s's claim from node %s failed %d times (last: %s); retrying at %s",
+			claim.AllocID, claim.NodeID, claim.Attempts, claim.LastError, fmtTime(claim.NextRetry))}
+	}
+	return Action{Kind: ControllerUnpublish, ReleaseReason: releaseReason, Reason: fmt.Sprintf(
+		"detach the volume from node %s (alloc %s) through the controller", claim.NodeID, claim.AllocID)}
+}
+
+// inUseOnNode returns another claim of vol on claim's node that still
+// uses (or is about to use) the volume there, or nil. Claims that are
+// releasing do not count: each of them controller-unpublishes, which is
+// idempotent, so none is left attached.
+func inUseOnNode(vol *structs.CSIVolume, claim *structs.CSIVolumeClaim) *structs.CSIVolumeClaim {
+	for _, c := range vol.LiveClaims() {
+		if c.AllocID == claim.AllocID || c.NodeID != claim.NodeID {
+			continue
+		}
+		if c.Step == structs.CSIClaimReserved || c.Step == structs.CSIClaimTaken {
+			return c
+		}
+	}
+	return nil
+}
+
+func stoppedOrGone(alloc *structs.Allocation) string {
+	if alloc == nil {
+		return "was garbage collected"
+	}
+	return "stopped"
+}
+
+func fmtTime(unixNano int64) string {
+	return time.Unix(0, unixNano).UTC().Format(time.RFC3339)
+}
+
+// withDeadline returns node with DisconnectDeadline set to def when the
+// node reports none (a shallow copy; the stored node is never touched).
+func withDeadline(node *structs.Node, def time.Duration) *structs.Node {
+	if node == nil || node.DisconnectDeadline > 0 {
+		return node
+	}
+	n := *node
+	n.DisconnectDeadline = def
+	return &n
+}

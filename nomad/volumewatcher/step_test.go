@@ -1,0 +1,322 @@
+package volumewatcher
+
+import (
+	"bufio"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shoenig/test/must"
+
+	"github.com/berth-io/berth/nomad/structs"
+)
+
+var stepNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+const (
+	stepAlloc = "alloc-1"
+	stepNode  = "node-1"
+)
+
+func stepClaim(step structs.CSIClaimStep) *structs.CSIVolumeClaim {
+	return &structs.CSIVolumeClaim{
+		AllocID: stepAlloc, JobID: "web", NodeID: stepNode, ExternalNodeID: "ext-1",
+		Mode: structs.CSIVolumeClaimWrite, AccessMode: structs.CSIVolumeAccessModeSingleNodeWriter,
+		AttachmentMode: structs.CSIVolumeAttachmentModeFilesystem, Step: step,
+	}
+}
+
+func stepVolume(claims ...*structs.CSIVolumeClaim) *structs.CSIVolume {
+	v := &structs.CSIVolume{ID: "vol", Namespace: "default", PluginID: "p", Claims: map[string]*structs.CSIVolumeClaim{}}
+	for _, c := range claims {
+		v.Claims[c.AllocID] = c
+	}
+	return v
+}
+
+func stepNodeIn(status string, downFor time.Duration) *structs.Node {
+	n := &structs.Node{ID: stepNode, Status: status, StatusUpdatedAt: stepNow.Add(-time.Hour).UnixNano()}
+	if status == structs.NodeStatusDown {
+		n.StatusUpdatedAt = stepNow.Add(-downFor).UnixNano()
+	}
+	return withDeadline(n, 5*time.Minute)
+}
+
+func stepNodeNamed(name string) *structs.Node {
+	switch name {
+	case "ready":
+		return stepNodeIn(structs.NodeStatusReady, 0)
+	case "down":
+		return stepNodeIn(structs.NodeStatusDown, time.Minute)
+	case "down-late":
+		return stepNodeIn(structs.NodeStatusDown, 10*time.Minute)
+	case "gone":
+		return nil
+	}
+	panic("unknown node state " + name)
+}
+
+func stepAllocNamed(name string) *structs.Allocation {
+	a := &structs.Allocation{ID: stepAlloc, NodeID: stepNode, DesiredStatus: structs.AllocDesiredStatusRun,
+		ClientStatus: structs.AllocClientStatusRunning}
+	switch name {
+	case "running":
+	case "exited":
+		a.ClientStatus, a.TasksExited = structs.AllocClientStatusComplete, true
+	case "stopped":
+		a.DesiredStatus = structs.AllocDesiredStatusStop
+	case "gone":
+		return nil
+	default:
+		panic("unknown alloc state " + name)
+	}
+	return a
+}
+
+func kindNamed(t *testing.T, s string) ActionKind {
+	for k := None; k <= RetryAfter; k++ {
+		if k.String() == s {
+			return k
+		}
+	}
+	t.Fatalf("unknown action %q", s)
+	return None
+}
+
+// TestNextStepTable checks testdata/next_step.txt: every claim step ×
+// node × alloc, with and without a controller.
+func TestNextStepTable(t *testing.T) {
+	f, err := os.Open("testdata/next_step.txt")
+	must.NoError(t, err)
+	defer f.Close()
+
+	steps := []structs.CSIClaimStep{structs.CSIClaimReserved, structs.CSIClaimTaken,
+		structs.CSIClaimNodeDetached, structs.CSIClaimControllerDetached}
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(f)
+	for line := 1; sc.Scan(); line++ {
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || strings.HasPrefix(text, "#") {
+			continue
+		}
+		fields := strings.Fields(text)
+		must.SliceLen(t, 5, fields, must.Sprintf("line %d: %q", line, text))
+		step, nodeName, allocName := structs.CSIClaimStep(fields[0]), fields[1], fields[2]
+		key := strings.Join(fields[:3], " ")
+		must.False(t, seen[key], must.Sprintf("line %d: %s given twice", line, key))
+		seen[key] = true
+		for i, needs := range []bool{false, true} {
+			want := kindNamed(t, fields[3+i])
+			claim := stepClaim(step)
+			got := nextStep(stepVolume(claim), claim, stepAllocNamed(allocName), stepNodeNamed(nodeName), needs, stepNow)
+			must.Eq(t, want, got.Kind, must.Sprintf("line %d: %s, controller=%v: %s", line, key, needs, got.Reason))
+			must.StrContains(t, got.Reason, stepAlloc, must.Sprintf("line %d: the reason names the alloc", line))
+		}
+	}
+	must.NoError(t, sc.Err())
+	for _, s := range steps {
+		for _, n := range []string{"ready", "down", "down-late", "gone"} {
+			for _, a := range []string{"running", "exited", "stopped", "gone"} {
+				key := string(s) + " " + n + " " + a
+				must.True(t, seen[key], must.Sprintf("testdata/next_step.txt lacks %q", key))
+			}
+		}
+	}
+}
+
+func TestNextStep(t *testing.T) {
+	other := func(step structs.CSIClaimStep, node string) *structs.CSIVolumeClaim {
+		c := stepClaim(step)
+		c.AllocID, c.NodeID = "alloc-2", node
+		return c
+	}
+	cases := []struct {
+		name   string
+		claim  func(c *structs.CSIVolumeClaim)
+		others []*structs.CSIVolumeClaim
+		alloc  string
+		node   *structs.Node
+		needs  bool
+		want   Action
+	}{
+		{
+			name:  "node-detached leaves the controller to a claim still in use on the node",
+			claim: func(c *structs.CSIVolumeClaim) { c.Step = structs.CSIClaimNodeDetached }, alloc: "exited",
+			others: []*structs.CSIVolumeClaim{other(structs.CSIClaimTaken, stepNode)}, node: stepNodeNamed("ready"), needs: true,
+			want: Action{Kind: Free},
+		},
+		{
+			name:  "node-detached: a reserved claim on the node counts as in use",
+			claim: func(c *structs.CSIVolumeClaim) { c.Step = structs.CSIClaimNodeDetached }, alloc: "exited",
+			others: []*structs.CSIVolumeClaim{other(structs.CSIClaimReserved, stepNode)}, node: stepNodeNamed("ready"), needs: true,
+			want: Action{Kind: Free},
+		},
+		{
+			name:  "node-detached: another releasing claim on the node does not stop the unpublish",
+			claim: func(c *structs.CSIVolumeClaim) { c.Step = structs.CSIClaimNodeDetached }, alloc: "exited",
+			others: []*structs.CSIVolumeClaim{other(structs.CSIClaimNodeDetached, stepNode)}, node: stepNodeNamed("ready"), needs: true,
+			want: Action{Kind: ControllerUnpublish},
+		},
+		{
+			name:  "node-detached: a claim in use on another node does not stop the unpublish",
+			claim: func(c *structs.CSIVolumeClaim) { c.Step = structs.CSIClaimNodeDetached }, alloc: "exited",
+			others: []*structs.CSIVolumeClaim{other(structs.CSIClaimTaken, "node-2")}, node: stepNodeNamed("ready"), needs: true,
+			want: Action{Kind: ControllerUnpublish},
+		},
+		{
+			name: "a failed controller call waits for its retry time",
+			claim: func(c *structs.CSIVolumeClaim) {
+				c.Step, c.Attempts, c.LastError = structs.CSIClaimNodeDetached, 2, "rpc error: Unavailable"
+				c.NextRetry = stepNow.Add(time.Second).UnixNano()
+			},
+			alloc: "exited", node: stepNodeNamed("ready"), needs: true,
+			want: Action{Kind: RetryAfter, At: stepNow.Add(time.Second)},
+		},
+		{
+			name: "and retries once it has come",
+			claim: func(c *structs.CSIVolumeClaim) {
+				c.Step, c.Attempts, c.NextRetry = structs.CSIClaimNodeDetached, 2, stepNow.UnixNano()
+			},
+			alloc: "exited", node: stepNodeNamed("ready"), needs: true,
+			want: Action{Kind: ControllerUnpublish},
+		},
+		{
+			name: "fencing a down node also waits for the retry time",
+			claim: func(c *structs.CSIVolumeClaim) {
+				c.Attempts, c.NextRetry = 1, stepNow.Add(time.Minute).UnixNano()
+			},
+			alloc: "stopped", node: stepNodeNamed("down"), needs: true,
+			want: Action{Kind: RetryAfter, At: stepNow.Add(time.Minute), ReleaseReason: ReasonFenced},
+		},
+		{
+			name:  "a reservation that never recorded an external node ID was never published",
+			claim: func(c *structs.CSIVolumeClaim) { c.Step, c.ExternalNodeID = structs.CSIClaimReserved, "" },
+			alloc: "stopped", node: stepNodeNamed("ready"), needs: true,
+			want: Action{Kind: Free},
+		},
+		{
+			name:  "a node-detached claim without an external node ID was never published",
+			claim: func(c *structs.CSIVolumeClaim) { c.Step, c.ExternalNodeID = structs.CSIClaimNodeDetached, "" },
+			alloc: "stopped", node: stepNodeNamed("ready"), needs: true,
+			want: Action{Kind: Free},
+		},
+		{
+			name:  "a down node cannot be fenced without the external node ID: it waits for the deadline",
+			claim: func(c *structs.CSIVolumeClaim) { c.ExternalNodeID = "" },
+			alloc: "stopped", node: stepNodeNamed("down"), needs: true,
+			want: Action{Kind: Wait, Record: true, At: stepNow.Add(4 * time.Minute)},
+		},
+		{
+			name:  "a down node waits for its deadline, shown on the claim",
+			alloc: "stopped", node: stepNodeNamed("down"),
+			want: Action{Kind: Wait, Record: true, At: stepNow.Add(4 * time.Minute)},
+		},
+		{
+			name:  "a down node's own disconnect deadline wins over the default",
+			alloc: "stopped",
+			node: func() *structs.Node {
+				n := stepNodeIn(structs.NodeStatusDown, 2*time.Minute)
+				n.DisconnectDeadline = time.Minute
+				return n
+			}(),
+			want: Action{Kind: MarkNodeDetached, ReleaseReason: ReasonDisconnectPassed},
+		},
+		{
+			name:  "the deadline is inclusive",
+			alloc: "stopped", node: stepNodeIn(structs.NodeStatusDown, 5*time.Minute),
+			want: Action{Kind: MarkNodeDetached, ReleaseReason: ReasonDisconnectPassed},
+		},
+		{
+			name:  "a down node is fenced by the controller",
+			alloc: "gone", node: stepNodeNamed("down"), needs: true,
+			want: Action{Kind: ControllerUnpublish, ReleaseReason: ReasonFenced},
+		},
+		{
+			name:  "a down node with no status time never reaches a deadline",
+			alloc: "stopped",
+			node: func() *structs.Node {
+				n := stepNodeIn(structs.NodeStatusDown, time.Hour)
+				n.StatusUpdatedAt = 0
+				return n
+			}(),
+			want: Action{Kind: Wait, Record: true},
+		},
+		{
+			name:  "a gone node releases its node side",
+			alloc: "stopped", node: nil,
+			want: Action{Kind: MarkNodeDetached, ReleaseReason: ReasonNodeGone},
+		},
+		{
+			name:  "a stopped alloc on a live node waits for its client, quietly",
+			alloc: "stopped", node: stepNodeNamed("ready"),
+			want: Action{Kind: Wait},
+		},
+		{
+			name:  "a garbage collected alloc on a live node waits for its client, on the record",
+			alloc: "gone", node: stepNodeNamed("ready"),
+			want: Action{Kind: Wait, Record: true},
+		},
+		{
+			name:  "an initializing node counts as live",
+			alloc: "stopped", node: stepNodeIn(structs.NodeStatusInit, 0),
+			want: Action{Kind: Wait},
+		},
+		{
+			name:  "a lost alloc is stopped",
+			alloc: "lost", node: stepNodeNamed("down"),
+			want: Action{Kind: Wait, Record: true, At: stepNow.Add(4 * time.Minute)},
+		},
+		{
+			name:  "a client-terminal alloc without TasksExited is not done",
+			alloc: "complete", node: stepNodeNamed("ready"),
+			want: Action{Kind: Wait},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			claim := stepClaim(structs.CSIClaimTaken)
+			if tc.claim != nil {
+				tc.claim(claim)
+			}
+			var alloc *structs.Allocation
+			switch tc.alloc {
+			case "lost":
+				alloc = stepAllocNamed("running")
+				alloc.DesiredStatus, alloc.ClientStatus = structs.AllocDesiredStatusStop, structs.AllocClientStatusLost
+			case "complete":
+				alloc = stepAllocNamed("running")
+				alloc.ClientStatus = structs.AllocClientStatusComplete
+			default:
+				alloc = stepAllocNamed(tc.alloc)
+			}
+			vol := stepVolume(append([]*structs.CSIVolumeClaim{claim}, tc.others...)...)
+			got := nextStep(vol, claim, alloc, tc.node, tc.needs, stepNow)
+			must.Eq(t, tc.want.Kind, got.Kind, must.Sprint(got.Reason))
+			must.Eq(t, tc.want.At, got.At)
+			must.Eq(t, tc.want.Record, got.Record)
+			must.Eq(t, tc.want.ReleaseReason, got.ReleaseReason)
+			must.StrContains(t, got.Reason, stepAlloc)
+		})
+	}
+}
+
+func TestNextStep_ReasonsNameTheNode(t *testing.T) {
+	claim := stepClaim(structs.CSIClaimTaken)
+	got := nextStep(stepVolume(claim), claim, stepAllocNamed("stopped"), stepNodeNamed("down"), false, stepNow)
+	must.StrContains(t, got.Reason, stepNode)
+	must.StrContains(t, got.Reason, "2026-03-01T12:04:00Z")
+
+	got = nextStep(stepVolume(claim), claim, stepAllocNamed("gone"), stepNodeNamed("ready"), false, stepNow)
+	must.StrContains(t, got.Reason, "volume detach -force")
+}
+
+func TestWithDeadline(t *testing.T) {
+	n := &structs.Node{ID: "n"}
+	got := withDeadline(n, time.Minute)
+	must.Eq(t, time.Minute, got.DisconnectDeadline)
+	must.Eq(t, time.Duration(0), n.DisconnectDeadline, must.Sprint("the stored node is never touched"))
+	own := &structs.Node{ID: "n", DisconnectDeadline: time.Hour}
+	must.True(t, withDeadline(own, time.Minute) == own)
+	must.Nil(t, withDeadline(nil, time.Minute))
+}

@@ -1,0 +1,658 @@
+package volumewatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-memdb"
+
+	"github.com/berth-io/berth/helper"
+	"github.com/berth-io/berth/nomad/state"
+	"github.com/berth-io/berth/nomad/structs"
+)
+
+// ClaimWriter commits claim transitions through Raft.
+type ClaimWriter interface {
+	// WriteClaims commits updates, in order, as one Raft entry, and
+	// returns its index. It fails, changing nothing, when this server is
+	// no longer the leader or the state store refuses an update; the
+	// watcher then retries the volume with backoff. Safe for concurrent
+	// use.
+	WriteClaims(ctx context.Context, updates []*structs.CSIVolumeClaimUpdate) (uint64, error)
+}
+
+// Controller reaches the controller plugin of a volume.
+type Controller interface {
+	// ControllerUnpublish detaches vol from the node of claim
+	// (claim.ExternalNodeID is the plugin's ID for it). It must be
+	// idempotent: a volume that is not attached there is a success. An
+	// error means the volume may still be attached; the watcher records
+	// it on the claim and retries with backoff. The watcher calls it for
+	// one volume at a time, never mutates nor keeps vol and claim, and
+	// bounds each call with Config.ControllerTimeout.
+	ControllerUnpublish(ctx context.Context, vol *structs.CSIVolume, claim *structs.CSIVolumeClaim) error
+}
+
+// Config configures a Watcher. Zero durations take the defaults below.
+type Config struct {
+	// State returns the current state store (it changes when a snapshot
+	// is restored, so it is read afresh on every pass).
+	State func() *state.StateStore
+	// Writer commits claim steps.
+	Writer ClaimWriter
+	// Controller runs ControllerUnpublish; nil when the servers cannot
+	// reach controllers (then no plugin counts as needing one).
+	Controller Controller
+	// ControllerTimeout bounds one controller call.
+	ControllerTimeout time.Duration
+	// DefaultDisconnectDeadline applies to down nodes that report no
+	// DisconnectDeadline of their own.
+	DefaultDisconnectDeadline time.Duration
+	// RetryBase and RetryMax bound the capped exponential backoff of
+	// failed controller calls (recorded on the claim as NextRetry) and of
+	// failed passes.
+	RetryBase time.Duration
+	RetryMax  time.Duration
+	// ResyncInterval is how often every volume with unfinished claims is
+	// queued again, whatever changed.
+	ResyncInterval time.Duration
+	// Workers is how many volumes are processed at once.
+	Workers int
+	// Now is the clock decisions use (disconnect deadlines, NextRetry);
+	// nil means time.Now. Queue delays use real timers.
+	Now func() time.Time
+	// Logger gets the watcher's logs; nil discards them.
+	Logger hclog.Logger
+}
+
+// Defaults for zero Config fields.
+const (
+	DefaultControllerTimeout  = 2 * time.Minute
+	DefaultDisconnectDeadline = 5 * time.Minute
+	DefaultRetryBase          = time.Second
+	DefaultRetryMax           = time.Minute
+	DefaultResyncInterval     = time.Minute
+	DefaultWorkers            = 4
+)
+
+const (
+	// maxRounds bounds the steps one pass takes for a volume before it
+	// yields (Taken → NodeDetached → ControllerDetached → freed is three).
+	maxRounds = 4
+	// minScanInterval spaces scans of the tables out under heavy write
+	// load; a quiet cluster's change is scanned at once.
+	minScanInterval = 50 * time.Millisecond
+)
+
+// ErrNoState is returned when the Config has no State.
+var ErrNoState = errors.New("volumewatcher: no state store")
+
+// Watcher is the leader's claim reaper (see the package doc). New makes
+// one per leadership term; Run runs it until the term ends. Enqueue,
+// EnqueueAll, Release and Decide may be called from any goroutine, before,
+// during or after Run.
+type Watcher struct {
+	cfg    Config
+	logger hclog.Logger
+	retry  helper.Backoff
+	queue  *queue
+	locks  *locks
+}
+
+// New returns a Watcher; it does nothing until Run.
+func New(cfg Config) *Watcher {
+	if cfg.ControllerTimeout <= 0 {
+		cfg.ControllerTimeout = DefaultControllerTimeout
+	}
+	if cfg.DefaultDisconnectDeadline <= 0 {
+		cfg.DefaultDisconnectDeadline = DefaultDisconnectDeadline
+	}
+	if cfg.RetryBase <= 0 {
+		cfg.RetryBase = DefaultRetryBase
+	}
+	if cfg.RetryMax < cfg.RetryBase {
+		cfg.RetryMax = max(DefaultRetryMax, cfg.RetryBase)
+	}
+	if cfg.ResyncInterval <= 0 {
+		cfg.ResyncInterval = DefaultResyncInterval
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = DefaultWorkers
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	retry := helper.Backoff{Base: cfg.RetryBase, Max: cfg.RetryMax}
+	return &Watcher{
+		cfg:    cfg,
+		logger: logger.Named("volumewatcher"),
+		retry:  retry,
+		queue:  newQueue(retry),
+		locks:  newLocks(),
+	}
+}
+
+// Run watches state and releases claims until ctx ends, then waits for
+// its goroutines. Call it once per Watcher.
+func (w *Watcher) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { w.queue.runDelayed(ctx) })
+	for range w.cfg.Workers {
+		wg.Go(func() { w.work(ctx) })
+	}
+	wg.Go(func() { w.watch(ctx) })
+	<-ctx.Done()
+	w.queue.ShutDown()
+	wg.Wait()
+	// Another server leads now; its watcher reports from here on.
+	gauges{}.emit()
+}
+
+// Enqueue queues a pass over one volume.
+func (w *Watcher) Enqueue(ns, id string) {
+	w.queue.Add(volumeKey{ns, id})
+}
+
+// EnqueueAll queues a pass over every volume with live claims (claim GC:
+// belt and braces over the table watch and the resync).
+func (w *Watcher) EnqueueAll() error {
+	if w.cfg.State == nil {
+		return ErrNoState
+	}
+	iter, err := w.cfg.State().CSIVolumes(nil, structs.AllNamespaces)
+	if err != nil {
+		return err
+	}
+	for raw := iter.Next(); raw != nil; raw = iter.Next() {
+		if v := raw.(*structs.CSIVolume); len(v.Claims) > 0 {
+			w.queue.Add(volumeKey{v.Namespace, v.ID})
+		}
+	}
+	return nil
+}
+
+// Lock takes the volume's lock, which every pass holds: the servers'
+// claim endpoints hold it while they read a volume's claims, call its
+// controller and write the result. It returns the unlock function (safe
+// to call twice), or ctx's error.
+func (w *Watcher) Lock(ctx context.Context, ns, id string) (func(), error) {
+	return w.locks.lock(ctx, volumeKey{ns, id})
+}
+
+// ReleaseOptions narrow a Release.
+type ReleaseOptions struct {
+	// AllocIDs limits the pass to these allocs' claims; empty means all.
+	AllocIDs []string
+	// IgnoreBackoff retries failed controller calls now instead of at
+	// their NextRetry (an operator asked).
+	IgnoreBackoff bool
+}
+
+// Release runs a pass over the volume now, on the caller's goroutine,
+// under the volume's lock (the caller must not hold it): each claim is
+// carried as far towards freed as it can go now. Claims left waiting on
+// a retry or a deadline are queued for the watcher. A controller failure
+// is not an error (it is recorded on the claim and retried); an error
+// means state could not be read or written, and the volume is queued
+// for a retry with backoff.
+func (w *Watcher) Release(ctx context.Context, ns, id string, opts ReleaseOptions) error {
+	k := volumeKey{ns, id}
+	po := passOptions{ignoreBackoff: opts.IgnoreBackoff}
+	if len(opts.AllocIDs) > 0 {
+		po.only = map[string]bool{}
+		for _, a := range opts.AllocIDs {
+			po.only[a] = true
+		}
+	}
+	wait, err := w.pass(ctx, k, po)
+	if err != nil {
+		w.queue.AddRateLimited(k)
+		return err
+	}
+	if wait > 0 {
+		w.queue.AddAfter(k, wait)
+	}
+	return nil
+}
+
+// NeedsController reports whether vol's claims are controller-unpublished:
+// its plugin requires a controller and the servers can reach one.
+func (w *Watcher) NeedsController(snap *state.StateSnapshot, vol *structs.CSIVolume) (bool, error) {
+	if w.cfg.Controller == nil {
+		return false, nil
+	}
+	p, err := snap.CSIPluginByID(nil, vol.PluginID)
+	if err != nil {
+		return false, err
+	}
+	return p != nil && p.ControllerRequired, nil
+}
+
+// Decide says what the watcher does next for claim, a live claim of vol,
+// as of snap.
+func (w *Watcher) Decide(snap *state.StateSnapshot, vol *structs.CSIVolume, claim *structs.CSIVolumeClaim) (Action, error) {
+	needs, err := w.NeedsController(snap, vol)
+	if err != nil {
+		return Action{}, err
+	}
+	return w.decide(snap, vol, claim, needs, w.cfg.Now())
+}
+
+func (w *Watcher) decide(snap *state.StateSnapshot, vol *structs.CSIVolume, claim *structs.CSIVolumeClaim, needs bool, now time.Time) (Action, error) {
+	alloc, err := snap.AllocByID(nil, claim.AllocID)
+	if err != nil {
+		return Action{}, err
+	}
+	node, err := snap.NodeByID(nil, claim.NodeID)
+	if err != nil {
+		return Action{}, err
+	}
+	return nextStep(vol, claim, alloc, withDeadline(node, w.cfg.DefaultDisconnectDeadline), needs, now), nil
+}
+
+// work processes queued volumes until the queue shuts down.
+func (w *Watcher) work(ctx context.Context) {
+	for {
+		k, ok := w.queue.Get(ctx)
+		if !ok {
+			return
+		}
+		wait, err := w.pass(ctx, k, passOptions{})
+		switch {
+		case err != nil && ctx.Err() != nil:
+		case err != nil:
+			w.logger.Warn("releasing volume claims failed; retrying", "namespace", k.ns, "volume_id", k.id, "error", err)
+			w.queue.AddRateLimited(k)
+		default:
+			w.queue.Forget(k)
+			if wait > 0 {
+				w.queue.AddAfter(k, wait)
+			}
+		}
+		w.queue.Done(k)
+	}
+}
+
+type passOptions struct {
+	only          map[string]bool // nil: every claim
+	ignoreBackoff bool
+}
+
+// pass takes the volume's lock and runs rounds until one makes no
+// progress. It returns when the volume should be looked at again (0:
+// on the next change).
+func (w *Watcher) pass(ctx context.Context, k volumeKey, opts passOptions) (time.Duration, error) {
+	if w.cfg.State == nil {
+		return 0, ErrNoState
+	}
+	unlock, err := w.locks.lock(ctx, k)
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
+	var wait time.Duration
+	for range maxRounds {
+		progressed, next, err := w.round(ctx, k, opts)
+		if err != nil {
+			return 0, err
+		}
+		wait = next
+		if !progressed {
+			break
+		}
+		opts.ignoreBackoff = false // an operator's retry is one attempt
+	}
+	return wait, nil
+}
+
+// round reads the volume, decides every claim's next step, runs the
+// controller calls and commits the results in one Raft entry.
+func (w *Watcher) round(ctx context.Context, k volumeKey, opts passOptions) (progressed bool, wait time.Duration, err error) {
+	snap, err := w.cfg.State().Snapshot()
+	if err != nil {
+		return false, 0, err
+	}
+	vol, err := snap.CSIVolumeByID(nil, k.ns, k.id)
+	if err != nil || vol == nil || len(vol.Claims) == 0 {
+		return false, 0, err // gone or nothing claimed: done
+	}
+	needs, err := w.NeedsController(snap, vol)
+	if err != nil {
+		return false, 0, err
+	}
+	now := w.cfg.Now()
+
+	type pending struct {
+		claim *structs.CSIVolumeClaim
+		act   Action
+	}
+	var (
+		updates   []*structs.CSIVolumeClaimUpdate
+		unpublish []pending
+		next      time.Time
+	)
+	add := func(c *structs.CSIVolumeClaim) {
+		updates = append(updates, &structs.CSIVolumeClaimUpdate{Namespace: vol.Namespace, VolumeID: vol.ID, Claim: c})
+	}
+	for _, claim := range vol.LiveClaims() {
+		if opts.only != nil && !opts.only[claim.AllocID] {
+			continue
+		}
+		decideOn := claim
+		if opts.ignoreBackoff && claim.NextRetry != 0 {
+			decideOn = claim.Copy()
+			decideOn.NextRetry = 0
+		}
+		act, err := w.decide(snap, vol, decideOn, needs, now)
+		if err != nil {
+			return false, 0, err
+		}
+		switch act.Kind {
+		case None, Wait:
+			if c := noted(claim, act); c != nil {
+				add(c)
+			}
+			if !act.At.IsZero() {
+				next = earliest(next, act.At)
+			}
+		case RetryAfter:
+			next = earliest(next, act.At)
+		case MarkNodeDetached:
+			add(stepped(claim, structs.CSIClaimNodeDetached, act.ReleaseReason))
+			progressed = true
+		case Free:
+			if claim.Step == structs.CSIClaimNodeDetached {
+				// The controller side needs nothing (or is left to the
+				// node's last claim): checkpoint it as done, in the same
+				// entry, so every release passes ControllerDetached.
+				add(stepped(claim, structs.CSIClaimControllerDetached, act.ReleaseReason))
+			}
+			add(stepped(claim, structs.CSIClaimFreed, act.ReleaseReason))
+			progressed = true
+		case ControllerUnpublish:
+			unpublish = append(unpublish, pending{claim, act})
+		}
+	}
+
+	// Claims of one node share its attachment: one call serves them all.
+	results := map[string]error{}
+	for _, p := range unpublish {
+		target := p.claim.NodeID + "\x00" + p.claim.ExternalNodeID
+		cerr, done := results[target]
+		if !done {
+			cerr = w.controllerUnpublish(ctx, vol, p.claim)
+			results[target] = cerr
+		}
+		if cerr == nil {
+			add(stepped(p.claim, structs.CSIClaimControllerDetached, p.act.ReleaseReason))
+			add(stepped(p.claim, structs.CSIClaimFreed, p.act.ReleaseReason))
+			progressed = true
+			continue
+		}
+		if ctx.Err() != nil {
+			return false, 0, ctx.Err()
+		}
+		f := failedAttempt(p.claim, cerr, now, w.retry)
+		add(f)
+		next = earliest(next, time.Unix(0, f.NextRetry))
+		w.logger.Warn("controller unpublish failed; will retry",
+			"namespace", vol.Namespace, "volume_id", vol.ID, "alloc_id", p.claim.AllocID, "node_id", p.claim.NodeID,
+			"plugin_id", vol.PluginID, "attempts", f.Attempts, "next_retry", time.Unix(0, f.NextRetry), "error", cerr)
+	}
+
+	if len(updates) > 0 {
+		if _, err := w.cfg.Writer.WriteClaims(ctx, updates); err != nil {
+			return false, 0, fmt.Errorf("writing claim steps of volume %q in namespace %q: %w", vol.ID, vol.Namespace, err)
+		}
+		for _, u := range updates {
+			if u.Claim.Step == structs.CSIClaimFreed {
+				w.logger.Debug("claim freed", "namespace", vol.Namespace, "volume_id", vol.ID,
+					"alloc_id", u.Claim.AllocID, "node_id", u.Claim.NodeID, "reason", u.Claim.ReleaseReason)
+			}
+		}
+	}
+	if !next.IsZero() {
+		// Never 0: that would mean "no need to look again".
+		wait = max(next.Sub(now), time.Millisecond)
+	}
+	return progressed, wait, nil
+}
+
+func (w *Watcher) controllerUnpublish(ctx context.Context, vol *structs.CSIVolume, claim *structs.CSIVolumeClaim) error {
+	cctx, cancel := context.WithTimeout(ctx, w.cfg.ControllerTimeout)
+	defer cancel()
+	return w.cfg.Controller.ControllerUnpublish(cctx, vol.Copy(), claim.Copy())
+}
+
+// stepped is claim moved to step. A new step starts its own bookkeeping;
+// the release reason stays the first one given.
+func stepped(claim *structs.CSIVolumeClaim, step structs.CSIClaimStep, releaseReason string) *structs.CSIVolumeClaim {
+	c := claim.Copy()
+	c.Step = step
+	c.NextRetry = 0
+	if step == structs.CSIClaimNodeDetached {
+		c.LastError, c.Attempts = "", 0
+	}
+	if c.ReleaseReason == "" {
+		c.ReleaseReason = releaseReason
+	}
+	return c
+}
+
+// failedAttempt is claim after a failed controller call: the error, one
+// more attempt, and when to try again.
+func failedAttempt(claim *structs.CSIVolumeClaim, err error, now time.Time, retry helper.Backoff) *structs.CSIVolumeClaim {
+	c := claim.Copy()
+	c.Attempts++
+	c.LastError = fmt.Sprintf("controller unpublish from node %s (external ID %q) failed: %v", c.NodeID, c.ExternalNodeID, err)
+	c.NextRetry = now.Add(retry.Delay(c.Attempts - 1)).UnixNano()
+	return c
+}
+
+// noted returns claim with its LastError showing why it waits (for a
+// recorded Wait) or cleared (it no longer waits on that), or nil when it
+// already says so. It never overwrites the error of a failed call on a
+// reserved claim (the client's Claim records those); a Taken claim that
+// is back in use or waiting on its client drops a stale one.
+func noted(claim *structs.CSIVolumeClaim, act Action) *structs.CSIVolumeClaim {
+	want := ""
+	if act.Kind == Wait && act.Record {
+		want = act.Reason
+	}
+	switch {
+	case claim.Step == structs.CSIClaimTaken:
+		if claim.LastError == want && claim.Attempts == 0 && claim.NextRetry == 0 {
+			return nil
+		}
+		c := claim.Copy()
+		c.LastError, c.Attempts, c.NextRetry = want, 0, 0
+		return c
+	case claim.Attempts == 0 && claim.LastError != want:
+		c := claim.Copy()
+		c.LastError = want
+		return c
+	}
+	return nil
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// watch queues volumes whose claims may have work when the tables they
+// depend on change, and every volume with unfinished claims on each
+// resync (the first pass of a term is one: a new leader resumes what
+// the old one left).
+func (w *Watcher) watch(ctx context.Context) {
+	sc := &scanner{}
+	var index uint64
+	resyncAt := time.Now()
+	var lastScan time.Time
+	for attempt := 0; ; {
+		wctx, cancel := context.WithDeadline(ctx, resyncAt)
+		idx, err := state.BlockingQueryFunc(wctx, w.cfg.State, index, watchTables)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			full := !time.Now().Before(resyncAt)
+			if full {
+				resyncAt = time.Now().Add(w.cfg.ResyncInterval)
+			} else if d := minScanInterval - time.Since(lastScan); d > 0 && !sleepCtx(ctx, d) {
+				return
+			}
+			lastScan = time.Now()
+			var g gauges
+			if g, err = w.scan(sc, full); err == nil {
+				g.emit()
+			}
+		}
+		if err != nil {
+			w.logger.Warn("watching volume claims failed; retrying", "error", err)
+			if !sleepCtx(ctx, w.retry.Delay(attempt)) {
+				return
+			}
+			attempt++
+			continue
+		}
+		attempt, index = 0, max(idx, 1)
+	}
+}
+
+// watchTables is the blocking query of watch: any write to the tables a
+// claim's next step depends on.
+func watchTables(ws memdb.WatchSet, snap *state.StateSnapshot) (uint64, error) {
+	if _, err := snap.CSIVolumes(ws, structs.AllNamespaces); err != nil {
+		return 0, err
+	}
+	if _, err := snap.Allocs(ws); err != nil {
+		return 0, err
+	}
+	if _, err := snap.Nodes(ws); err != nil {
+		return 0, err
+	}
+	if _, err := snap.CSIPlugins(ws); err != nil {
+		return 0, err
+	}
+	var index uint64
+	for _, t := range []string{state.TableCSIVolumes, state.TableAllocs, state.TableNodes, state.TableCSIPlugins} {
+		i, err := snap.Index(t)
+		if err != nil {
+			return 0, err
+		}
+		index = max(index, i)
+	}
+	return index, nil
+}
+
+// scanner is what watch remembers between scans. Stored objects are
+// immutable, so an unchanged pointer means an unchanged object.
+type scanner struct {
+	seen map[volumeKey]*observed
+	// unfinishedSince is when this term first saw each claim with release
+	// work (anything but None), for the oldest-age gauge.
+	unfinishedSince map[claimKey]time.Time
+}
+
+type observed struct {
+	vol    *structs.CSIVolume
+	plugin *structs.CSIPlugin
+	allocs map[string]*structs.Allocation
+	nodes  map[string]*structs.Node
+}
+
+type claimKey struct {
+	vol   volumeKey
+	alloc string
+}
+
+// scan reads every volume with live claims, queues those with work that
+// changed since the last scan (all of them with work when full), and
+// returns the gauges.
+func (w *Watcher) scan(sc *scanner, full bool) (gauges, error) {
+	snap, err := w.cfg.State().Snapshot()
+	if err != nil {
+		return gauges{}, err
+	}
+	iter, err := snap.CSIVolumes(nil, structs.AllNamespaces)
+	if err != nil {
+		return gauges{}, err
+	}
+	now := w.cfg.Now()
+	seen := map[volumeKey]*observed{}
+	unfinished := map[claimKey]time.Time{}
+	var g gauges
+	for raw := iter.Next(); raw != nil; raw = iter.Next() {
+		vol := raw.(*structs.CSIVolume)
+		if len(vol.Claims) == 0 {
+			continue
+		}
+		k := volumeKey{vol.Namespace, vol.ID}
+		obs := &observed{vol: vol, allocs: map[string]*structs.Allocation{}, nodes: map[string]*structs.Node{}}
+		if w.cfg.Controller != nil {
+			if obs.plugin, err = snap.CSIPluginByID(nil, vol.PluginID); err != nil {
+				return gauges{}, err
+			}
+		}
+		needs := obs.plugin != nil && obs.plugin.ControllerRequired
+		prev := sc.seen[k]
+		changed := full || prev == nil || prev.vol != vol || prev.plugin != obs.plugin
+		work := false
+		for _, c := range vol.LiveClaims() {
+			alloc, err := snap.AllocByID(nil, c.AllocID)
+			if err != nil {
+				return gauges{}, err
+			}
+			node, err := snap.NodeByID(nil, c.NodeID)
+			if err != nil {
+				return gauges{}, err
+			}
+			obs.allocs[c.AllocID], obs.nodes[c.NodeID] = alloc, node
+			if prev != nil && (prev.allocs[c.AllocID] != alloc || prev.nodes[c.NodeID] != node) {
+				changed = true
+			}
+			if nextStep(vol, c, alloc, withDeadline(node, w.cfg.DefaultDisconnectDeadline), needs, now).Kind == None {
+				continue
+			}
+			work = true
+			ck := claimKey{k, c.AllocID}
+			since, ok := sc.unfinishedSince[ck]
+			if !ok {
+				since = now
+			}
+			unfinished[ck] = since
+			g.backlog++
+			g.oldest = max(g.oldest, now.Sub(since))
+		}
+		seen[k] = obs
+		if changed && work {
+			w.queue.Add(k)
+		}
+	}
+	sc.seen, sc.unfinishedSince = seen, unfinished
+	return g, nil
+}
+
+// sleepCtx waits d, or returns false when ctx ends first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,442 @@
+package volumewatcher
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/shoenig/test/must"
+
+	"github.com/berth-io/berth/nomad/state"
+	"github.com/berth-io/berth/nomad/structs"
+)
+
+// The watcher against a real state store, inside a synctest bubble: time
+// is fake, so backoffs and deadlines pass at once and synctest.Wait says
+// when every goroutine is idle. The fakes stand in for Raft (applying
+// straight to the store) and for the controller.
+
+type fakeWriter struct {
+	store *state.StateStore
+
+	// mu guards index, writes and nextErr.
+	mu      sync.Mutex
+	index   uint64
+	writes  int
+	nextErr []error
+}
+
+func (f *fakeWriter) nextIndex() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.index++
+	return f.index
+}
+
+func (f *fakeWriter) WriteClaims(ctx context.Context, updates []*structs.CSIVolumeClaimUpdate) (uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.nextErr) > 0 {
+		err := f.nextErr[0]
+		f.nextErr = f.nextErr[1:]
+		return 0, err
+	}
+	f.index++
+	f.writes++
+	return f.index, f.store.UpdateCSIVolumeClaims(f.index, updates, time.Now().UnixNano())
+}
+
+type fakeController struct {
+	// mu guards everything below.
+	mu      sync.Mutex
+	nextErr []error
+	calls   []time.Time
+	claims  []*structs.CSIVolumeClaim
+}
+
+func (f *fakeController) ControllerUnpublish(ctx context.Context, vol *structs.CSIVolume, claim *structs.CSIVolumeClaim) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, time.Now())
+	f.claims = append(f.claims, claim)
+	if len(f.nextErr) > 0 {
+		err := f.nextErr[0]
+		f.nextErr = f.nextErr[1:]
+		return err
+	}
+	return nil
+}
+
+func (f *fakeController) callTimes() []time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]time.Time(nil), f.calls...)
+}
+
+type harness struct {
+	t      *testing.T
+	store  *state.StateStore
+	writer *fakeWriter
+	ctrl   *fakeController
+	w      *Watcher
+}
+
+const (
+	hNode   = "node-1"
+	hVol    = "vol"
+	hPlugin = "p"
+)
+
+func newHarness(t *testing.T, controller bool, cfg func(c *Config)) *harness {
+	t.Helper()
+	store, err := state.NewStateStore(nil)
+	must.NoError(t, err)
+	h := &harness{t: t, store: store, writer: &fakeWriter{store: store}, ctrl: &fakeController{}}
+	c := Config{
+		State:             func() *state.StateStore { return store },
+		Writer:            h.writer,
+		RetryBase:         time.Second,
+		RetryMax:          8 * time.Second,
+		ResyncInterval:    time.Minute,
+		ControllerTimeout: 10 * time.Second,
+	}
+	if controller {
+		c.Controller = h.ctrl
+	}
+	if cfg != nil {
+		cfg(&c)
+	}
+	h.w = New(c)
+
+	node := &structs.Node{ID: hNode, Name: "n1", Status: structs.NodeStatusReady,
+		CSINodePlugins: map[string]*structs.CSIInfo{hPlugin: {
+			PluginID: hPlugin, Healthy: true, RequiresControllerPlugin: controller,
+			NodeInfo: &structs.CSINodeInfo{ID: "ext-1"},
+		}}}
+	must.NoError(t, store.UpsertNode(h.writer.nextIndex(), node))
+	must.NoError(t, store.UpsertCSIVolumes(h.writer.nextIndex(), []*structs.CSIVolume{{
+		ID: hVol, Namespace: "default", PluginID: hPlugin, State: structs.CSIVolumeStateReady,
+		RequestedCapabilities: []*structs.CSIVolumeCapability{{
+			AccessMode: structs.CSIVolumeAccessModeSingleNodeWriter, AttachmentMode: structs.CSIVolumeAttachmentModeFilesystem,
+		}},
+	}}))
+	return h
+}
+
+// place puts an alloc on the node with a claim at step (Reserved or
+// Taken first, as the claim protocol would, then step).
+func (h *harness) place(allocID string, step structs.CSIClaimStep) {
+	h.t.Helper()
+	first := structs.CSIClaimTaken
+	if step == structs.CSIClaimReserved {
+		first = step
+	}
+	claim := &structs.CSIVolumeClaim{
+		AllocID: allocID, JobID: "web", NodeID: hNode, ExternalNodeID: "ext-1", Mode: structs.CSIVolumeClaimWrite,
+		AccessMode:     h.volume().RequestedCapabilities[0].AccessMode,
+		AttachmentMode: structs.CSIVolumeAttachmentModeFilesystem, Step: first,
+	}
+	must.NoError(h.t, h.store.UpsertPlanResults(h.writer.nextIndex(), &structs.ApplyPlanResultsRequest{
+		AllocsUpdated: []*structs.Allocation{{ID: allocID, Namespace: "default", JobID: "web", NodeID: hNode,
+			Job: &structs.Job{ID: "web", Namespace: "default", Type: structs.JobTypeService}}},
+		CSIClaims: []*structs.CSIVolumeClaimUpdate{{Namespace: "default", VolumeID: hVol, Claim: claim}},
+		Timestamp: time.Now().UnixNano(),
+	}))
+	if step != first {
+		h.setStep(allocID, step)
+	}
+}
+
+// setStep moves an alloc's claim to step, as an endpoint would.
+func (h *harness) setStep(allocID string, step structs.CSIClaimStep) {
+	h.t.Helper()
+	c := h.volume().Claims[allocID].Copy()
+	c.Step = step
+	must.NoError(h.t, h.store.UpdateCSIVolumeClaims(h.writer.nextIndex(), []*structs.CSIVolumeClaimUpdate{{
+		Namespace: "default", VolumeID: hVol, Claim: c,
+	}}, time.Now().UnixNano()))
+}
+
+func (h *harness) clientUpdate(allocID, status string, tasksExited bool) {
+	h.t.Helper()
+	must.NoError(h.t, h.store.UpdateAllocsFromClient(h.writer.nextIndex(), []*structs.Allocation{{
+		ID: allocID, ClientStatus: status, TasksExited: tasksExited,
+	}}))
+}
+
+func (h *harness) nodeStatus(status string) {
+	h.t.Helper()
+	must.NoError(h.t, h.store.UpdateNodeStatus(h.writer.nextIndex(), hNode, status, "", time.Now().UnixNano()))
+}
+
+func (h *harness) volume() *structs.CSIVolume {
+	h.t.Helper()
+	v, err := h.store.CSIVolumeByID(nil, "default", hVol)
+	must.NoError(h.t, err)
+	must.NotNil(h.t, v)
+	return v
+}
+
+func (h *harness) pastClaim(allocID string) *structs.CSIVolumeClaim {
+	for _, c := range h.volume().PastClaims {
+		if c.AllocID == allocID {
+			return c
+		}
+	}
+	return nil
+}
+
+// run starts the watcher until the test's bubble ends.
+func (h *harness) run() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.w.Run(ctx)
+	}()
+	h.t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
+// settle lets fake time pass and waits until every goroutine is idle.
+func settle(d time.Duration) {
+	time.Sleep(d)
+	synctest.Wait()
+}
+
+func TestWatcher_FreesOnceTheClientReportsTasksExited(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, false, nil)
+		h.place("a1", structs.CSIClaimTaken)
+		h.run()
+		settle(time.Second)
+		must.Eq(t, structs.CSIClaimTaken, h.volume().Claims["a1"].Step)
+
+		// Stopped, tasks not reported exited: the client may still use it.
+		h.clientUpdate("a1", structs.AllocClientStatusComplete, false)
+		settle(2 * time.Minute)
+		claim := h.volume().Claims["a1"]
+		must.NotNil(t, claim)
+		must.Eq(t, structs.CSIClaimTaken, claim.Step)
+		must.Eq(t, "", claim.LastError, must.Sprint("the usual wait for the client is not worth a Raft write"))
+
+		h.clientUpdate("a1", structs.AllocClientStatusComplete, true)
+		settle(time.Second)
+		must.MapEmpty(t, h.volume().Claims)
+		past := h.pastClaim("a1")
+		must.NotNil(t, past)
+		must.Eq(t, structs.CSIClaimFreed, past.Step)
+		must.Eq(t, "", past.ReleaseReason, must.Sprint("the normal path"))
+	})
+}
+
+func TestWatcher_RetriesControllerUnpublishWithBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, true, nil)
+		h.place("a1", structs.CSIClaimNodeDetached) // the client's Unpublish got this far
+		h.clientUpdate("a1", structs.AllocClientStatusComplete, false)
+		h.ctrl.nextErr = []error{errors.New("rpc error: code = Unavailable"), errors.New("rpc error: code = Aborted")}
+		h.run()
+
+		synctest.Wait()
+		claim := h.volume().Claims["a1"]
+		must.NotNil(t, claim)
+		must.Eq(t, structs.CSIClaimNodeDetached, claim.Step)
+		must.Eq(t, 1, claim.Attempts)
+		must.StrContains(t, claim.LastError, "Unavailable")
+		must.StrContains(t, claim.LastError, hNode)
+		must.Greater(t, time.Now().UnixNano(), claim.NextRetry)
+
+		settle(30 * time.Second)
+		must.MapEmpty(t, h.volume().Claims)
+		calls := h.ctrl.callTimes()
+		must.SliceLen(t, 3, calls)
+		// Capped exponential backoff with jitter: [½, 1]·1s, then [½, 1]·2s.
+		must.GreaterEq(t, 500*time.Millisecond, calls[1].Sub(calls[0]))
+		must.LessEq(t, time.Second, calls[1].Sub(calls[0]))
+		must.GreaterEq(t, time.Second, calls[2].Sub(calls[1]))
+		must.LessEq(t, 2*time.Second, calls[2].Sub(calls[1]))
+		past := h.pastClaim("a1")
+		must.Eq(t, structs.CSIClaimFreed, past.Step)
+		must.Eq(t, 2, past.Attempts, must.Sprint("the history of the release stays on the past claim"))
+		must.Eq(t, int64(0), past.NextRetry)
+	})
+}
+
+func TestWatcher_DownNodeWaitsForItsDisconnectDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, false, func(c *Config) { c.DefaultDisconnectDeadline = time.Minute })
+		h.place("a1", structs.CSIClaimTaken)
+		h.run()
+		h.nodeStatus(structs.NodeStatusDown)
+		h.clientUpdate("a1", structs.AllocClientStatusLost, false)
+		downAt := time.Now()
+
+		settle(time.Second)
+		claim := h.volume().Claims["a1"]
+		must.Eq(t, structs.CSIClaimTaken, claim.Step)
+		must.StrContains(t, claim.LastError, "disconnect deadline", must.Sprint("operators see why it waits"))
+		// Resyncs and claim GC change nothing before the deadline.
+		must.NoError(t, h.w.EnqueueAll())
+		settle(downAt.Add(time.Minute - time.Second).Sub(time.Now()))
+		must.Eq(t, structs.CSIClaimTaken, h.volume().Claims["a1"].Step)
+
+		settle(2 * time.Second)
+		must.MapEmpty(t, h.volume().Claims)
+		must.Eq(t, ReasonDisconnectPassed, h.pastClaim("a1").ReleaseReason)
+	})
+}
+
+func TestWatcher_DownNodeIsFencedByTheController(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, true, nil) // default deadline: 5m
+		h.place("a1", structs.CSIClaimTaken)
+		h.ctrl.nextErr = []error{errors.New("controller busy")}
+		h.run()
+		start := time.Now()
+		h.nodeStatus(structs.NodeStatusDown)
+		h.clientUpdate("a1", structs.AllocClientStatusLost, false)
+
+		settle(100 * time.Millisecond)
+		claim := h.volume().Claims["a1"]
+		must.Eq(t, structs.CSIClaimTaken, claim.Step, must.Sprint("not freed while fencing fails"))
+		must.Eq(t, 1, claim.Attempts)
+		must.StrContains(t, claim.LastError, "controller busy")
+
+		settle(5 * time.Second)
+		must.MapEmpty(t, h.volume().Claims)
+		must.Eq(t, ReasonFenced, h.pastClaim("a1").ReleaseReason)
+		must.Less(t, time.Minute, time.Since(start), must.Sprint("fencing does not wait for the deadline"))
+		must.SliceLen(t, 2, h.ctrl.callTimes())
+		must.Eq(t, "ext-1", h.ctrl.claims[1].ExternalNodeID)
+	})
+}
+
+func TestWatcher_GoneAllocOnALiveNodeIsNeverFreedEarly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, true, nil)
+		h.place("a1", structs.CSIClaimTaken)
+		h.run()
+		h.clientUpdate("a1", structs.AllocClientStatusComplete, false)
+		must.NoError(t, h.store.DeleteAllocs(h.writer.nextIndex(), []string{"a1"}))
+
+		settle(10 * time.Minute) // many resyncs
+		must.NoError(t, h.w.EnqueueAll())
+		settle(time.Second)
+		claim := h.volume().Claims["a1"]
+		must.NotNil(t, claim)
+		must.Eq(t, structs.CSIClaimTaken, claim.Step)
+		must.StrContains(t, claim.LastError, "garbage collected")
+		must.SliceEmpty(t, h.ctrl.callTimes())
+
+		// The node's unpublish, when it comes, finishes the release.
+		h.setStep("a1", structs.CSIClaimNodeDetached)
+		settle(time.Second)
+		must.MapEmpty(t, h.volume().Claims)
+		must.SliceLen(t, 1, h.ctrl.callTimes())
+	})
+}
+
+func TestWatcher_ResumesUnfinishedClaimsWhenItStarts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Several claims of one volume on one node: a multi-writer volume.
+		h := newHarness(t, true, nil)
+		vol := h.volume().Copy()
+		vol.RequestedCapabilities[0].AccessMode = structs.CSIVolumeAccessModeMultiNodeMultiWriter
+		must.NoError(t, h.store.UpsertCSIVolumes(h.writer.nextIndex(), []*structs.CSIVolume{vol}))
+		for _, id := range []string{"a1", "a2", "a3"} {
+			h.place(id, structs.CSIClaimTaken)
+		}
+		// A previous leader's progress, in Raft.
+		h.setStep("a1", structs.CSIClaimNodeDetached)
+		h.setStep("a2", structs.CSIClaimControllerDetached)
+		h.run()
+		settle(time.Second)
+
+		v := h.volume()
+		must.MapLen(t, 1, v.Claims)
+		must.MapContainsKey(t, v.Claims, "a3")
+		must.NotNil(t, h.pastClaim("a1"))
+		must.NotNil(t, h.pastClaim("a2"))
+		must.SliceEmpty(t, h.ctrl.callTimes(), must.Sprint("a3 still uses the volume on the node: no controller unpublish"))
+	})
+}
+
+func TestWatcher_ReleaseNamedClaimsAndKick(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, true, nil)
+		vol := h.volume().Copy()
+		vol.RequestedCapabilities[0].AccessMode = structs.CSIVolumeAccessModeMultiNodeMultiWriter
+		must.NoError(t, h.store.UpsertCSIVolumes(h.writer.nextIndex(), []*structs.CSIVolume{vol}))
+		h.place("a1", structs.CSIClaimNodeDetached)
+		h.place("a2", structs.CSIClaimControllerDetached)
+		h.ctrl.nextErr = []error{errors.New("boom")}
+		ctx := context.Background()
+
+		// Only the named claim; the watcher is not running.
+		must.NoError(t, h.w.Release(ctx, "default", hVol, ReleaseOptions{AllocIDs: []string{"a1"}}))
+		v := h.volume()
+		must.MapLen(t, 2, v.Claims)
+		must.Eq(t, 1, v.Claims["a1"].Attempts)
+		must.Eq(t, structs.CSIClaimControllerDetached, v.Claims["a2"].Step)
+
+		// Within the backoff nothing is called again...
+		must.NoError(t, h.w.Release(ctx, "default", hVol, ReleaseOptions{AllocIDs: []string{"a1"}}))
+		must.SliceLen(t, 1, h.ctrl.callTimes())
+		// ...unless asked to.
+		must.NoError(t, h.w.Release(ctx, "default", hVol, ReleaseOptions{AllocIDs: []string{"a1"}, IgnoreBackoff: true}))
+		must.SliceLen(t, 2, h.ctrl.callTimes())
+		v = h.volume()
+		must.MapLen(t, 1, v.Claims)
+		must.MapContainsKey(t, v.Claims, "a2")
+
+		must.NoError(t, h.w.Release(ctx, "default", hVol, ReleaseOptions{}))
+		must.MapEmpty(t, h.volume().Claims)
+		// A volume that is gone, or has no claims, is done.
+		must.NoError(t, h.w.Release(ctx, "default", hVol, ReleaseOptions{}))
+		must.NoError(t, h.w.Release(ctx, "default", "nope", ReleaseOptions{}))
+	})
+}
+
+func TestWatcher_RetriesFailedWrites(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, false, nil)
+		h.place("a1", structs.CSIClaimNodeDetached)
+		h.writer.mu.Lock()
+		h.writer.nextErr = []error{errors.New("not the leader"), errors.New("not the leader")}
+		h.writer.mu.Unlock()
+		h.run()
+		synctest.Wait()
+		must.MapLen(t, 1, h.volume().Claims)
+		settle(10 * time.Second)
+		must.MapEmpty(t, h.volume().Claims)
+	})
+}
+
+func TestWatcher_ScanCountsUnfinishedClaims(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, false, nil)
+		vol := h.volume().Copy()
+		vol.RequestedCapabilities[0].AccessMode = structs.CSIVolumeAccessModeMultiNodeMultiWriter
+		must.NoError(t, h.store.UpsertCSIVolumes(h.writer.nextIndex(), []*structs.CSIVolume{vol}))
+		h.place("busy", structs.CSIClaimTaken)
+		h.place("stopped", structs.CSIClaimTaken)
+		h.clientUpdate("stopped", structs.AllocClientStatusComplete, false)
+
+		sc := &scanner{}
+		g, err := h.w.scan(sc, true)
+		must.NoError(t, err)
+		must.Eq(t, gauges{backlog: 1}, g)
+		must.Eq(t, 1, h.w.queue.Len())
+
+		time.Sleep(time.Minute)
+		g, err = h.w.scan(sc, false)
+		must.NoError(t, err)
+		must.Eq(t, gauges{backlog: 1, oldest: time.Minute}, g)
+	})
+}
