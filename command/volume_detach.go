@@ -23,11 +23,24 @@ func (c *VolumeDetachCommand) Help() string {
   the controller detaches it, for claims whose allocations have stopped
   but were not released (a node that went away, a plugin that failed).
   The volume and node are named by their IDs or unique prefixes.
+
+  Without -force, only claims whose allocations have stopped and whose
+  node has confirmed the unpublish are released; Berth reports what each
+  other claim waits for.
+
+Detach Options:
+
+  -force
+    For a node that is gone for good: release its claims without waiting
+    for the node to confirm the unpublish. The controller still detaches
+    the volume first when the plugin needs it. Refused for allocations
+    still running on a live node.
 ` + sharedHelp(false)
 }
 
 func (c *VolumeDetachCommand) Run(args []string) int {
 	fs := c.flagSet("volume detach", false)
+	force := fs.Bool("force", false, "")
 	if err := fs.Parse(args); err != nil {
 		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
 	}
@@ -55,7 +68,11 @@ func (c *VolumeDetachCommand) Run(args []string) int {
 		c.ui.Error("%v", err)
 		return 1
 	}
-	if err := client.CSIVolumes().Detach(stub.ID, nodeID, &api.WriteOptions{Namespace: stub.Namespace}); err != nil {
+	w := &api.WriteOptions{Namespace: stub.Namespace}
+	if *force {
+		w.Params = map[string]string{"force": "true"}
+	}
+	if err := client.CSIVolumes().Detach(stub.ID, nodeID, w); err != nil {
 		c.ui.Error("%s", c.apiErr(fmt.Sprintf("detaching volume %q from node %q", stub.ID, nodeID), err))
 		return 1
 	}

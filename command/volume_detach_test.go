@@ -24,6 +24,11 @@ func TestVolumeDetach(t *testing.T) {
 	write, _, _ = f.lastWrite()
 	must.StrContains(t, write, "node="+gone)
 
+	code, _, _ = f.run("volume", "detach", "-force", "data", gone)
+	must.Eq(t, 0, code)
+	write, _, _ = f.lastWrite()
+	must.Eq(t, "DELETE /v1/volume/csi/data/detach?force=true&namespace=default&node="+gone, write)
+
 	code, _, errOut = f.run("volume", "detach", "data", "9a0b")
 	must.Eq(t, 1, code)
 	must.StrContains(t, errOut, `Prefix "9a0b" matched multiple nodes`)
