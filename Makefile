@@ -7,7 +7,7 @@ BIN     ?= $(CURDIR)/.bin
 BERTH   := $(BIN)/berth
 PKGS    := ./...
 
-.PHONY: all build dev test vet lint fmt-check peers bench fuzz clean
+.PHONY: all build dev test vet lint fmt-check tidy-check peers bench fuzz clean
 
 all: build
 
@@ -30,7 +30,13 @@ fmt-check:
 vet:
 	$(GO) vet $(PKGS)
 
-lint: fmt-check vet
+# tidy-check fails early, with the fix, when a go.mod is out of date
+# (compat/ needs it whenever the server gains a dependency).
+tidy-check:
+	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod/go.sum are out of date: run 'go mod tidy'"; exit 1; }
+	@cd compat && $(GO) mod tidy -diff >/dev/null || { echo "compat/go.mod is out of date: run 'cd compat && go mod tidy'"; exit 1; }
+
+lint: fmt-check vet tidy-check
 
 test: lint peers
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
