@@ -15,12 +15,15 @@ job "hostpath" {
 
       config {
         command = "berth"
-        args    = ["plugin", "hostpath", "-root", "/var/lib/berth/hostpath", "-node-id", "${node.unique.id}"]
+        # Node mode: volumes are statically provisioned directories under
+        # -root. (Monolith mode adds a controller, which the servers cannot
+        # reach through clients yet.)
+        args = ["plugin", "hostpath", "-mode", "node", "-root", "/var/lib/berth/hostpath", "-node-id", "${node.unique.id}"]
       }
 
       csi_plugin {
         id        = "hostpath"
-        type      = "monolith"
+        type      = "node"
         mount_dir = "/csi"
       }
 
