@@ -146,6 +146,9 @@ type DriverInfo struct {
 	Healthy           bool
 	HealthDescription string
 	UpdateTime        time.Time
+	// MountConfig is Berth's addition: whether the driver can mount
+	// volumes into tasks ("all" or "none").
+	MountConfig string `json:",omitempty"`
 }
 
 // NodeListStub is the list view of a node.

@@ -1,10 +1,7 @@
 package command
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
-	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,19 +29,6 @@ func (c *NodeStatusCommand) Help() string {
 ` + sharedHelp(true)
 }
 
-// nodeDetail is a node as GET /v1/node/:id returns it, read with the
-// drivers' MountConfig, which api.DriverInfo does not carry.
-type nodeDetail struct {
-	api.Node
-	Drivers map[string]*driverDetail
-}
-
-// driverDetail is api.DriverInfo plus MountConfig ("all" or "none").
-type driverDetail struct {
-	api.DriverInfo
-	MountConfig string `json:",omitempty"`
-}
-
 func (c *NodeStatusCommand) Run(args []string) int {
 	fs := c.flagSet("node status", true)
 	if err := fs.Parse(args); err != nil {
@@ -66,7 +50,7 @@ func (c *NodeStatusCommand) Run(args []string) int {
 		c.ui.Error("%v", err)
 		return 1
 	}
-	node, err := c.nodeInfo(stub.ID)
+	node, _, err := client.Nodes().Info(stub.ID, nil)
 	if err != nil {
 		c.ui.Error("%s", c.apiErr(fmt.Sprintf("reading node %s", stub.ID), err))
 		return 1
@@ -81,22 +65,6 @@ func (c *NodeStatusCommand) Run(args []string) int {
 	}
 	c.ui.Output("%s", c.formatNode(node, allocs))
 	return 0
-}
-
-// nodeInfo reads GET /v1/node/:id with the drivers' MountConfig.
-func (c *NodeStatusCommand) nodeInfo(id string) (*nodeDetail, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	resp, err := c.rawGet(ctx, "", "/v1/node/"+url.PathEscape(id), nil)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var n nodeDetail
-	if err := json.NewDecoder(resp.Body).Decode(&n); err != nil {
-		return nil, fmt.Errorf("decoding node: %w", err)
-	}
-	return &n, nil
 }
 
 func (c *NodeStatusCommand) list(client *api.Client) int {
@@ -136,7 +104,7 @@ func nodeRows(nodes []*api.NodeListStub, verbose bool) [][]string {
 	return rows
 }
 
-func (c *NodeStatusCommand) formatNode(n *nodeDetail, allocs []*api.Allocation) string {
+func (c *NodeStatusCommand) formatNode(n *api.Node, allocs []*api.Allocation) string {
 	var b strings.Builder
 	drain := "false"
 	if n.DrainStrategy != nil {
@@ -234,7 +202,7 @@ func (c *NodeStatusCommand) formatNode(n *nodeDetail, allocs []*api.Allocation) 
 }
 
 // healthyDrivers lists the detected, healthy drivers.
-func healthyDrivers(ds map[string]*driverDetail) []string {
+func healthyDrivers(ds map[string]*api.DriverInfo) []string {
 	var out []string
 	for _, name := range sortedKeys(ds) {
 		if d := ds[name]; d != nil && d.Detected && d.Healthy {

@@ -449,7 +449,7 @@ func driversToAPI(in map[string]*structs.DriverInfo) map[string]*api.DriverInfo 
 	for name, d := range in {
 		out[name] = &api.DriverInfo{
 			Attributes: maps.Clone(d.Attributes), Detected: d.Detected, Healthy: d.Healthy,
-			HealthDescription: d.HealthDescription,
+			HealthDescription: d.HealthDescription, MountConfig: string(d.MountConfig),
 		}
 	}
 	return out
