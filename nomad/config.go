@@ -85,8 +85,10 @@ type Config struct {
 	CSIControllerTimeout time.Duration
 	// CSIDisconnectDeadline is how long after a node goes down its claims
 	// may be freed without fencing, for nodes that report no
-	// DisconnectDeadline of their own (their client stops its allocs by
-	// then).
+	// DisconnectDeadline of their own. Zero (the default) assumes nothing:
+	// clients do not yet stop their allocs when they lose the servers, so
+	// freeing a down node's claim on a timer could let a second writer in
+	// while the first still runs. Set it only where that is acceptable.
 	CSIDisconnectDeadline time.Duration
 	// CSIClaimRetryBase and CSIClaimRetryMax bound the volumewatcher's
 	// capped exponential backoff between failed controller unpublishes.
@@ -134,7 +136,7 @@ func DefaultConfig() *Config {
 		FailedEvalFollowUpDelay: time.Minute,
 
 		CSIControllerTimeout:   2 * time.Minute,
-		CSIDisconnectDeadline:  5 * time.Minute,
+		CSIDisconnectDeadline:  0,
 		CSIClaimRetryBase:      time.Second,
 		CSIClaimRetryMax:       time.Minute,
 		CSIVolumeWatcherResync: time.Minute,

@@ -170,13 +170,16 @@ func takenStep(claim *structs.CSIVolumeClaim, alloc *structs.Allocation, node *s
 
 func downNodeStep(claim *structs.CSIVolumeClaim, alloc *structs.Allocation, node *structs.Node, needsController bool, now time.Time) Action {
 	fence := published(claim, needsController)
-	if node.StatusUpdatedAt == 0 {
-		// No time to count the deadline from: never guess.
+	if node.StatusUpdatedAt == 0 || node.DisconnectDeadline <= 0 {
+		// No deadline to count, or no time to count it from: never guess.
+		// A deadline is only safe when the node's client promised to stop
+		// its allocs by then; without one, only fencing or an operator
+		// may release the claim (guarantee 1 before guarantee 3).
 		if fence {
 			return controllerStep(claim, now, ReasonFenced)
 		}
 		return Action{Kind: Wait, Record: true, Reason: fmt.Sprintf(
-			"node %s of alloc %s is down since an unknown time; waiting for it to return, or for 'berth volume detach -force'",
+			"node %s of alloc %s is down and has no disconnect deadline to wait out; waiting for it to return, or for 'berth volume detach -force'",
 			node.ID, claim.AllocID)}
 	}
 	deadline := time.Unix(0, node.StatusUpdatedAt).Add(node.DisconnectDeadline)

@@ -320,3 +320,23 @@ func TestWithDeadline(t *testing.T) {
 	must.True(t, withDeadline(own, time.Minute) == own)
 	must.Nil(t, withDeadline(nil, time.Minute))
 }
+
+// TestNextStep_NoDeadlineNoTimedRelease: a down node without a disconnect
+// deadline (its client never promised to stop its allocs) is never
+// released on a timer, however long it has been down: only fencing or an
+// operator may release it.
+func TestNextStep_NoDeadlineNoTimedRelease(t *testing.T) {
+	claim := stepClaim(structs.CSIClaimTaken)
+	node := stepNodeNamed("down")
+	node.DisconnectDeadline = 0
+	node.StatusUpdatedAt = stepNow.Add(-24 * time.Hour).UnixNano()
+
+	got := nextStep(stepVolume(claim), claim, stepAllocNamed("stopped"), node, false, stepNow)
+	must.Eq(t, Wait, got.Kind, must.Sprintf("got %+v", got))
+	must.StrContains(t, got.Reason, "volume detach -force")
+
+	// With a controller that published it, fencing still releases it.
+	claim.ExternalNodeID = "ext-1"
+	got = nextStep(stepVolume(claim), claim, stepAllocNamed("stopped"), node, true, stepNow)
+	must.Eq(t, ControllerUnpublish, got.Kind, must.Sprintf("got %+v", got))
+}
