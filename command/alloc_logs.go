@@ -399,6 +399,9 @@ func (m *Meta) resolveAllocPrefix(client *api.Client, prefix string) (*api.Alloc
 	if len(matches) == 0 {
 		return nil, notFound("allocation", prefix, "berth job status <job>")
 	}
+	// Servers list in index order, fakes in map order: sort so the table
+	// reads the same every time.
+	sort.Slice(matches, func(i, j int) bool { return matches[i].ID < matches[j].ID })
 	rows := [][]string{{"ID", "Eval ID", "Job ID", "Task Group", "Desired", "Status"}}
 	for _, a := range matches {
 		rows = append(rows, []string{shortID(a.ID, verbose), shortID(a.EvalID, verbose), a.JobID, a.TaskGroup, a.DesiredStatus, a.ClientStatus})

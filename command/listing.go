@@ -56,6 +56,7 @@ func (l listing[T]) resolve(m *Meta, id string, items []T, err error) (T, error)
 		if len(matches) == 0 {
 			return none, notFound(l.kind, id, "berth "+l.kind+" status")
 		}
+		l.sort(matches)
 		return none, ambiguous(l.kind, id, l.rows(matches))
 	}
 	return one, nil
