@@ -73,9 +73,19 @@ func TestHTTP_JobLifecycle(t *testing.T) {
 
 	eval, _ := decode[api.Evaluation](t, a, http.MethodGet, "/v1/evaluation/"+reply.EvalID[:6], nil)
 	must.Eq(t, reply.EvalID, eval.ID)
+	// The filter keeps exactly the matching evals. How many there are
+	// depends on the scheduler's timing (the agent's own node registering
+	// can unblock the job's blocked eval into a new one), so check the
+	// filter's semantics rather than a count.
 	list, _ := decode[[]*api.Evaluation](t, a, http.MethodGet, "/v1/evaluations?filter="+url.QueryEscape(`JobID == "db" and Status != "blocked"`), nil)
-	must.SliceLen(t, 1, list)
-	must.Eq(t, reply.EvalID, list[0].ID)
+	must.SliceNotEmpty(t, list)
+	ids := []string{}
+	for _, e := range list {
+		must.Eq(t, "db", e.JobID)
+		must.NotEq(t, "blocked", e.Status)
+		ids = append(ids, e.ID)
+	}
+	must.SliceContains(t, ids, reply.EvalID)
 
 	// Stop, then purge.
 	dereg, _ := decode[jobDeregisterReply](t, a, http.MethodDelete, "/v1/job/db", nil)
