@@ -24,6 +24,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/berth-io/berth/testutil"
 )
 
 // TestSanity runs the csi-test sanity suite against `berth plugin hostpath`
@@ -38,7 +40,7 @@ func TestSanity(t *testing.T) {
 	if f := flag.Lookup("test.count"); f != nil && f.Value.String() != "1" {
 		t.Skip("ginkgo, which csi-sanity runs on, refuses go test -count > 1; run TestSanity with -count=1")
 	}
-	bin := buildBerth(t)
+	bin := testutil.BuildBerth(t)
 
 	// csi-sanity creates the mount and staging directories with a plain
 	// mkdir, so their parent must exist; the plugin sees them through the
@@ -122,21 +124,6 @@ func summarize(r ginkgo.Report) sanitySummary {
 	sort.Strings(s.skipped)
 	sort.Strings(s.pending)
 	return s
-}
-
-// buildBerth builds ./cmd/berth into a temporary directory.
-func buildBerth(t *testing.T) string {
-	t.Helper()
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	must.NoError(t, err)
-	gomod := strings.TrimSpace(string(out))
-	must.StrHasSuffix(t, "go.mod", gomod, must.Sprint("tests must run inside the berth module"))
-	bin := filepath.Join(t.TempDir(), "berth")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/berth")
-	cmd.Dir = filepath.Dir(gomod)
-	out, err = cmd.CombinedOutput()
-	must.NoError(t, err, must.Sprintf("go build ./cmd/berth:\n%s", out))
-	return bin
 }
 
 // startPluginProcess starts `berth plugin hostpath` in a new mount
