@@ -118,14 +118,7 @@ func fingerprint(context.Context) *structs.DriverInfo {
 
 // spec validates the task's config and says what the executor runs.
 func spec(cfg *drivers.TaskConfig) (*executor.Spec, error) {
-	if err := drivers.CheckConfigKeys(cfg, Name, "command", "args"); err != nil {
-		return nil, err
-	}
-	command, err := drivers.ConfigString(cfg, "command", true)
-	if err != nil {
-		return nil, err
-	}
-	args, err := drivers.ConfigStrings(cfg, "args")
+	command, args, err := procdriver.Command(cfg, Name)
 	if err != nil {
 		return nil, err
 	}
