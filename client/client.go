@@ -129,6 +129,7 @@ func New(cfg *Config) (*Client, error) {
 	c.goRun(c.syncer.run)
 	c.goRun(c.heartbeatLoop)
 	c.goRun(c.watchAllocs)
+	c.goRun(c.nodeSessionLoop)
 	c.logger.Info("client started", "data_dir", c.dataDir, "node_name", c.Node().Name)
 	return c, nil
 }

@@ -75,11 +75,9 @@ type Config struct {
 	// FailedEvalFollowUpDelay is when the follow-up of a failed eval runs.
 	FailedEvalFollowUpDelay time.Duration
 
-	// ControllerPublisher reaches CSI controller plugins for the claim
-	// protocol. Nil (the default) until server→client RPC exists: a claim
-	// on a volume whose plugin requires a controller then fails with a
-	// clear error, and the volumewatcher has nothing to controller-
-	// unpublish. Tests set a fake.
+	// ControllerPublisher replaces, for tests, how the claim protocol
+	// reaches CSI controller plugins. Nil (the default) calls them through
+	// the clients that run them, over node sessions.
 	ControllerPublisher ControllerPublisher
 	// CSIControllerTimeout bounds one ControllerPublish/Unpublish.
 	CSIControllerTimeout time.Duration

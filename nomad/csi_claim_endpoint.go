@@ -30,9 +30,8 @@ import (
 // endpoint and the watcher always take the same step for the same state.
 
 // ControllerPublisher reaches a healthy controller instance of a volume's
-// plugin. The servers hold one in Config.ControllerPublisher; it is nil
-// until server→client RPC exists, and then claims of volumes whose plugin
-// requires a controller fail with a clear error.
+// plugin. The servers call controllers through the clients that run them
+// (csi_controller.go); tests may set a fake in Config.ControllerPublisher.
 //
 // The servers call it on the leader only, one call per volume at a time
 // (under the volume's lock), with a context bounded by
@@ -292,12 +291,7 @@ func claimFor(vol *structs.CSIVolume, existing *structs.CSIVolumeClaim, alloc *s
 // controller-unpublishes a reservation with an external node ID before
 // freeing it). A failure is recorded on the reservation for operators.
 func (v *CSIVolumeEndpoint) controllerPublish(ctx context.Context, vol *structs.CSIVolume, existing, claim *structs.CSIVolumeClaim) error {
-	pub := v.srv.config.ControllerPublisher
-	if pub == nil {
-		return structs.NewError(structs.CodeInvalid,
-			"volume %q: plugin %q requires a controller (ControllerPublish), which Berth cannot reach yet; run the plugin in node mode",
-			vol.ID, vol.PluginID)
-	}
+	pub := v.srv.controllers()
 	if claim.ExternalNodeID == "" {
 		return structs.NewError(structs.CodeNotReady,
 			"claiming volume %q for alloc %s: node %s has no external node ID for plugin %q yet (its node plugin has not fingerprinted); retry",

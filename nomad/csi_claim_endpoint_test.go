@@ -372,12 +372,17 @@ func TestCSIClaim_RunsControllerPublishOnce(t *testing.T) {
 
 func TestCSIClaim_ControllerRequiredButUnreachable(t *testing.T) {
 	s := csiServer(t, nil, nil)
-	joinNode(t, s, csiNode(0, true))
+	node := csiNode(0, true)
+	joinNode(t, s, node)
 	a := claimedAlloc(t, s, "a")
 	_, err := csiClaim(s, claimRequest("db", a))
-	must.ErrorIs(t, err, structs.ErrInvalid)
-	must.EqError(t, err, `volume "db": plugin "hostpath" requires a controller (ControllerPublish), which Berth cannot reach yet; run the plugin in node mode`)
-	must.Eq(t, structs.CSIClaimReserved, storedClaim(t, s, "db", a.ID).Step)
+	// No client holds a node session: the claim is retryable and says
+	// which node the servers could not reach.
+	must.ErrorIs(t, err, structs.ErrRetryable)
+	must.StrContains(t, err.Error(), "node "+node.ID+" is not connected to the leader")
+	c := storedClaim(t, s, "db", a.ID)
+	must.Eq(t, structs.CSIClaimReserved, c.Step)
+	must.StrContains(t, c.LastError, "controller publish to node "+node.ID)
 }
 
 func TestCSIUnpublish_FreesANodeOnlyClaim(t *testing.T) {

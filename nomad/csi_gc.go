@@ -48,11 +48,7 @@ func (s *Server) newVolumeWatcher() *volumewatcher.Watcher {
 		Now:                       c.CSIClock,
 		Logger:                    s.logger,
 	}
-	// A nil publisher must stay a nil interface: the watcher treats "no
-	// controller" as "nothing to controller-unpublish".
-	if c.ControllerPublisher != nil {
-		cfg.Controller = c.ControllerPublisher
-	}
+	cfg.Controller = s.controllers()
 	return volumewatcher.New(cfg)
 }
 

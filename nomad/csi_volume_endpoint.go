@@ -77,6 +77,32 @@ func (v *CSIVolumeEndpoint) Register(args *structs.CSIVolumeRegisterRequest, rep
 	if len(errs) > 0 {
 		return joinCoded(errs)
 	}
+	// A new volume of a plugin with controllers is checked by one
+	// (ValidateVolumeCapabilities) before it is recorded: a volume the
+	// provider cannot serve as asked fails here, not at first claim. When
+	// no controller can be reached the volume is registered with a
+	// warning: operators may register volumes before the plugin's job is
+	// up, and the claim's ControllerPublish checks the volume again.
+	ctx, cancel := v.srv.csiContext()
+	defer cancel()
+	var warnings []string
+	for _, vol := range vols {
+		if existing, err := snap.CSIVolumeByID(nil, vol.Namespace, vol.ID); err != nil || existing != nil {
+			continue
+		}
+		err := v.srv.validateWithController(ctx, vol)
+		switch {
+		case err == nil:
+		case structs.CodeOf(err) == structs.CodeRetryable:
+			warnings = append(warnings, fmt.Sprintf("%v; registered without that check", err))
+		default:
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return joinCoded(errs)
+	}
+	reply.Warnings = strings.Join(warnings, "\n")
 	args.Namespace, args.Volumes, args.Timestamp = ns, vols, now
 	_, index, err := v.srv.raftApply(structs.CSIVolumeRegisterRequestType, args)
 	if err != nil {
@@ -273,6 +299,12 @@ func formatMap(m map[string]string) string {
 // error is a conflict (the input is fine, the state is not), CodeInvalid
 // otherwise. Messages are one per line.
 func joinCoded(errs []error) error {
+	if len(errs) == 1 {
+		var coded *structs.Error
+		if errors.As(errs[0], &coded) {
+			return coded
+		}
+	}
 	code := structs.CodeConflict
 	msgs := make([]string, 0, len(errs))
 	for _, err := range errs {

@@ -68,6 +68,8 @@ func (s *Server) leaderDuties() []func(context.Context) {
 		// Eval feeder, broker, workers, plan applier, blocked evals,
 		// heartbeats, node watcher, drainer (scheduling.go).
 		s.runScheduling,
+		// Node sessions: how the leader calls clients (node_session.go).
+		s.runNodeSessions,
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 const (
 	rpcByteRPC  byte = 0x01 // net/rpc with the msgpack codec
 	rpcByteRaft byte = 0x02 // hashicorp/raft's network transport
+	// rpcByteNodeSession (0x03, node_session.go): a client's node session.
 )
 
 // listen accepts connections and hands each to its protocol.
@@ -57,6 +58,8 @@ func (s *Server) handleConn(ctx context.Context, conn net.Conn) {
 		s.serveRPC(conn)
 	case rpcByteRaft:
 		s.raftLayer.handoff(ctx, conn)
+	case rpcByteNodeSession:
+		s.serveNodeSession(ctx, conn)
 	default:
 		s.logger.Warn("unknown rpc protocol byte; closing connection", "byte", b[0], "remote", conn.RemoteAddr())
 		conn.Close()
@@ -69,7 +72,7 @@ func (s *Server) serveRPC(conn net.Conn) {
 	// ServeCodec runs each request in its own goroutine, so a blocking
 	// query never holds up a heartbeat sent on the same connection. It
 	// returns when the connection closes (Shutdown closes tracked conns).
-	s.rpcServer.ServeCodec(newMsgpackCodec(conn))
+	s.rpcServer.ServeCodec(structs.NewRPCCodec(conn))
 }
 
 // trackConn remembers open RPC connections so Shutdown can close them and
@@ -176,7 +179,7 @@ func (p *ConnPool) get(addr string) (*rpc.Client, error) {
 		conn.Close()
 		return nil, fmt.Errorf("dialing server %s: %w", addr, err)
 	}
-	c := rpc.NewClientWithCodec(newMsgpackCodec(conn))
+	c := rpc.NewClientWithCodec(structs.NewRPCCodec(conn))
 	p.clients[addr] = c
 	return c, nil
 }

@@ -51,6 +51,11 @@ type Server struct {
 	connsLock sync.Mutex
 	conns     map[net.Conn]struct{}
 
+	// sessions are the clients' node sessions, held while leader.
+	sessions nodeSessions
+	// csiControllers calls CSI controller plugins through node sessions.
+	csiControllers *csiControllers
+
 	// leaderNotify receives Raft's leadership changes.
 	leaderNotify <-chan bool
 
@@ -92,6 +97,7 @@ func NewServer(config *Config) (*Server, error) {
 		ctx:       ctx,
 		cancel:    cancel,
 	}
+	s.csiControllers = &csiControllers{s: s}
 	if err := s.setupNodeID(); err != nil {
 		cancel()
 		return nil, err

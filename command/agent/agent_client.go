@@ -215,6 +215,19 @@ func (p *serverPool) RPCContext(ctx context.Context, method string, args, reply 
 	return fmt.Errorf("no server of %v answered %s: %w", p.servers, method, errors.Join(errs...))
 }
 
+// DialNodeSession implements client.SessionDialer: it asks a server for
+// the leader and opens a node session to it.
+func (p *serverPool) DialNodeSession(ctx context.Context) (net.Conn, error) {
+	var leader structs.LeaderResponse
+	if err := p.RPCContext(ctx, "Status.Leader", &structs.GenericRequest{}, &leader); err != nil {
+		return nil, err
+	}
+	if leader.Leader == "" {
+		return nil, errors.New("no cluster leader yet")
+	}
+	return nomad.DialNodeSession(ctx, leader.Leader)
+}
+
 // Close closes the pooled connections; the client calls it on Shutdown.
 func (p *serverPool) Close() error {
 	p.pool.Close()
@@ -222,4 +235,8 @@ func (p *serverPool) Close() error {
 	return nil
 }
 
-var _ client.ContextRPCer = (*serverPool)(nil)
+var (
+	_ client.ContextRPCer  = (*serverPool)(nil)
+	_ client.SessionDialer = (*serverPool)(nil)
+	_ client.SessionDialer = (*nomad.Server)(nil)
+)

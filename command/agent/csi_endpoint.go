@@ -16,6 +16,8 @@ import (
 //	PUT    /v1/volume/csi/:id  {"Volumes": [...]}         register
 //	DELETE /v1/volume/csi/:id[?force=true]                deregister
 //	DELETE /v1/volume/csi/:id/detach?node=[&force=true]   detach from a node
+//	PUT    /v1/volume/csi/:id/create {"Volumes": [...]}  create via the controller
+//	DELETE /v1/volume/csi/:id/delete (X-Nomad-CSI-Secrets) delete via the controller
 //	GET    /v1/plugins?type=csi                           list
 //	GET    /v1/plugin/csi/:id                             read
 //
@@ -61,8 +63,19 @@ func (s *HTTPServer) csiVolumeRequest(w http.ResponseWriter, r *http.Request) (a
 		}
 		return s.csiVolumeDetach(w, r, volID)
 	}
+	if volID, ok := strings.CutSuffix(id, "/create"); ok && volID != "" && !strings.Contains(volID, "/") {
+		if r.Method != http.MethodPut && r.Method != http.MethodPost {
+			return nil, methodNotAllowed(r)
+		}
+		return s.csiVolumeCreate(w, r, volID)
+	}
+	if volID, ok := strings.CutSuffix(id, "/delete"); ok && volID != "" && !strings.Contains(volID, "/") {
+		if r.Method != http.MethodDelete {
+			return nil, methodNotAllowed(r)
+		}
+		return s.csiVolumeDelete(w, r, volID)
+	}
 	if id == "" || strings.Contains(id, "/") {
-		// create, delete and snapshots come with the controller RPCs.
 		return nil, CodedError(http.StatusNotFound, "no such endpoint: "+r.URL.Path)
 	}
 	switch r.Method {
@@ -195,6 +208,56 @@ func (s *HTTPServer) csiVolumeRegister(w http.ResponseWriter, r *http.Request, i
 		out.Volumes = append(out.Volumes, av)
 	}
 	return out, nil
+}
+
+// csiVolumeCreate is PUT /v1/volume/csi/:id/create.
+func (s *HTTPServer) csiVolumeCreate(w http.ResponseWriter, r *http.Request, id string) (any, error) {
+	var body api.CSIVolumeCreateRequest
+	if err := decodeBody(r, &body); err != nil {
+		return nil, err
+	}
+	if len(body.Volumes) == 0 {
+		return nil, CodedError(http.StatusBadRequest, `request body has no volumes: want {"Volumes": [{...}]}`)
+	}
+	if len(body.Volumes) == 1 && body.Volumes[0] != nil && body.Volumes[0].ID == "" {
+		body.Volumes[0].ID = id
+	}
+	var args structs.CSIVolumeCreateRequest
+	parseWrite(r, &args.WriteRequest)
+	for _, v := range body.Volumes {
+		args.Volumes = append(args.Volumes, apiVolumeToStructs(v))
+	}
+	var reply structs.CSIVolumeCreateResponse
+	if err := s.agent.RPC("CSIVolume.Create", &args, &reply); err != nil {
+		return nil, err
+	}
+	setIndex(w, reply.Index)
+	out := api.CSIVolumeCreateResponse{Volumes: []*api.CSIVolume{}, Warnings: reply.Warnings}
+	q := structs.QueryOptions{Namespace: args.Namespace, AuthToken: args.AuthToken}
+	for _, v := range reply.Volumes {
+		av, err := s.volumeToAPI(v, q)
+		if err != nil {
+			return nil, err
+		}
+		out.Volumes = append(out.Volumes, av)
+	}
+	return out, nil
+}
+
+// csiVolumeDelete is DELETE /v1/volume/csi/:id/delete, with the plugin's
+// secrets in the X-Nomad-CSI-Secrets header.
+func (s *HTTPServer) csiVolumeDelete(w http.ResponseWriter, r *http.Request, id string) (any, error) {
+	args := structs.CSIVolumeDeleteRequest{VolumeID: id}
+	parseWrite(r, &args.WriteRequest)
+	if h := r.Header.Get(api.CSISecretsHeader); h != "" {
+		args.Secrets = structs.CSISecrets(api.DecodeCSISecrets(h))
+	}
+	var reply structs.GenericResponse
+	if err := s.agent.RPC("CSIVolume.Delete", &args, &reply); err != nil {
+		return nil, err
+	}
+	setIndex(w, reply.Index)
+	return nil, nil
 }
 
 func (s *HTTPServer) csiVolumeDeregister(w http.ResponseWriter, r *http.Request, id string) (any, error) {

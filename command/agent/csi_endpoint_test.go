@@ -156,7 +156,9 @@ func TestHTTP_VolumeLifecycle(t *testing.T) {
 	// Register: Nomad's reply shape, secrets stripped.
 	resp, body := do(t, a, http.MethodPut, "/v1/volume/csi/vol-1", api.CSIVolumeRegisterRequest{Volumes: []*api.CSIVolume{apiVolume("vol-1", "hostpath")}})
 	must.Eq(t, http.StatusOK, resp.StatusCode, must.Sprint(body))
-	must.StrContains(t, body, `"Warnings":""`)
+	// The plugin's only controller is unhealthy: registered, with a
+	// warning that the capabilities were not validated.
+	must.StrContains(t, body, `"Warnings":"volume \"vol-1\" was not validated by a controller of plugin \"hostpath\"`)
 	must.StrContains(t, body, `"Volumes":[{"ID":"vol-1"`)
 	mustNotLeakSecrets(t, body)
 	must.Positive(t, index(t, resp))
@@ -251,7 +253,9 @@ func TestHTTP_VolumeStatusCodes(t *testing.T) {
 		{"bad force", "DELETE", "/v1/volume/csi/data?force=maybe", nil, 400, "invalid force"},
 		{"method", "PATCH", "/v1/volume/csi/data", nil, 405, "method PATCH not allowed"},
 		{"list method", "POST", "/v1/volumes", nil, 405, "not allowed"},
-		{"later issue", "PUT", "/v1/volume/csi/data/create", nil, 404, "no such endpoint"},
+		{"create without body", "PUT", "/v1/volume/csi/data/create", nil, 400, "missing request body"},
+		{"create method", "GET", "/v1/volume/csi/data/create", nil, 405, "not allowed"},
+		{"delete unknown", "DELETE", "/v1/volume/csi/nope/delete", nil, 404, `volume "nope" not found`},
 		{"plugin list without type", "GET", "/v1/plugins", nil, 200, "[]"},
 		{"unknown plugin get", "GET", "/v1/plugin/csi/nfs", nil, 404, "plugin not found"},
 		{"plugin method", "DELETE", "/v1/plugin/csi/hostpath", nil, 405, "not allowed"},

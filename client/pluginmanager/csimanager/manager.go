@@ -317,3 +317,27 @@ func (m *Manager) WaitForNodePlugin(ctx context.Context, pluginID string) (Volum
 
 // IsMounted reports whether a host path is a mount point.
 func (m *Manager) IsMounted(path string) (bool, error) { return m.cfg.IsMountpoint(path) }
+
+// ErrControllerNotRunning is wrapped by ControllerClient's error when this
+// node has no healthy controller instance of the plugin.
+var ErrControllerNotRunning = errors.New("CSI controller plugin is not running on this node")
+
+// ControllerClient returns the CSI client of this node's controller
+// instance of pluginID, if it is registered and its last fingerprint was
+// healthy. The servers call controllers through it (node sessions).
+func (m *Manager) ControllerClient(pluginID string) (csi.Client, error) {
+	m.lock.Lock()
+	inst := m.instances[instanceKey{dynamicplugins.PluginTypeCSIController, pluginID}]
+	m.lock.Unlock()
+	if inst == nil {
+		return nil, fmt.Errorf("%w: plugin %q", ErrControllerNotRunning, pluginID)
+	}
+	last := inst.lastInfo()
+	switch {
+	case last == nil:
+		return nil, fmt.Errorf("%w: plugin %q is not fingerprinted yet", ErrControllerNotRunning, pluginID)
+	case !last.Healthy:
+		return nil, fmt.Errorf("%w: plugin %q is unhealthy (%s)", ErrControllerNotRunning, pluginID, last.HealthDescription)
+	}
+	return inst.client, nil
+}

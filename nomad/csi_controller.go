@@ -1,0 +1,234 @@
+package nomad
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/berth-io/berth/nomad/structs"
+)
+
+// CSI controller RPCs reach a controller plugin through a client that runs
+// a healthy instance of it, over that client's node session
+// (node_session.go). The client endpoint is CSIController.<Method>.
+
+// csiControllers is the servers' ControllerPublisher over node sessions,
+// plus the controller calls of volume create, delete and register.
+type csiControllers struct {
+	s *Server
+	// targets serialises publish and unpublish per (plugin, target node):
+	// CSI controllers are not required to handle concurrent attach and
+	// detach calls for the same node, and many cannot.
+	targets keyedMutex
+}
+
+var _ ControllerPublisher = (*csiControllers)(nil)
+
+// controllers returns the publisher the claim protocol uses: the test's
+// fake when Config.ControllerPublisher is set, else the node-session one.
+func (s *Server) controllers() ControllerPublisher {
+	if s.config.ControllerPublisher != nil {
+		return s.config.ControllerPublisher
+	}
+	return s.csiControllers
+}
+
+func (c *csiControllers) ControllerPublish(ctx context.Context, vol *structs.CSIVolume, claim *structs.CSIVolumeClaim) (map[string]string, error) {
+	unlock, err := c.targets.lock(ctx, vol.PluginID+"\x00"+claim.ExternalNodeID)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	args := &structs.ClientCSIControllerPublishRequest{
+		ClientCSIControllerRequest: controllerRequest(vol),
+		ExternalNodeID:             claim.ExternalNodeID,
+		AccessMode:                 claim.AccessMode,
+		AttachmentMode:             claim.AttachmentMode,
+		MountOptions:               vol.MountOptions.Copy(),
+		ReadOnly:                   claim.ReadOnly,
+		VolumeContext:              maps.Clone(vol.Context),
+	}
+	var reply structs.ClientCSIControllerPublishResponse
+	if err := c.call(ctx, vol.PluginID, "CSIController.Publish", args, &reply); err != nil {
+		return nil, err
+	}
+	return reply.PublishContext, nil
+}
+
+func (c *csiControllers) ControllerUnpublish(ctx context.Context, vol *structs.CSIVolume, claim *structs.CSIVolumeClaim) error {
+	unlock, err := c.targets.lock(ctx, vol.PluginID+"\x00"+claim.ExternalNodeID)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	args := &structs.ClientCSIControllerUnpublishRequest{
+		ClientCSIControllerRequest: controllerRequest(vol),
+		ExternalNodeID:             claim.ExternalNodeID,
+	}
+	return c.call(ctx, vol.PluginID, "CSIController.Unpublish", args, &structs.ClientCSIControllerResponse{})
+}
+
+// validate asks the controller to confirm the volume's capabilities.
+func (c *csiControllers) validate(ctx context.Context, vol *structs.CSIVolume) error {
+	args := &structs.ClientCSIControllerValidateRequest{
+		ClientCSIControllerRequest: controllerRequest(vol),
+		Capabilities:               vol.RequestedCapabilities,
+		MountOptions:               vol.MountOptions.Copy(),
+		VolumeContext:              maps.Clone(vol.Context),
+		Parameters:                 maps.Clone(vol.Parameters),
+	}
+	return c.call(ctx, vol.PluginID, "CSIController.Validate", args, &structs.ClientCSIControllerResponse{})
+}
+
+// create provisions vol in the provider; the name is the idempotency key.
+func (c *csiControllers) create(ctx context.Context, vol *structs.CSIVolume) (*structs.ClientCSIControllerCreateResponse, error) {
+	args := &structs.ClientCSIControllerCreateRequest{
+		ClientCSIControllerRequest: controllerRequest(vol),
+		Name:                       vol.Name,
+		CapacityMin:                vol.RequestedCapacityMin,
+		CapacityMax:                vol.RequestedCapacityMax,
+		Capabilities:               vol.RequestedCapabilities,
+		MountOptions:               vol.MountOptions.Copy(),
+		Parameters:                 maps.Clone(vol.Parameters),
+		RequestedTopologies:        vol.RequestedTopologies.Copy(),
+		SnapshotID:                 vol.SnapshotID,
+		CloneID:                    vol.CloneID,
+	}
+	if args.Name == "" {
+		args.Name = vol.ID
+	}
+	var reply structs.ClientCSIControllerCreateResponse
+	if err := c.call(ctx, vol.PluginID, "CSIController.Create", args, &reply); err != nil {
+		return nil, err
+	}
+	return &reply, nil
+}
+
+// delete deletes vol in the provider; a volume already gone is a success.
+func (c *csiControllers) delete(ctx context.Context, vol *structs.CSIVolume) error {
+	args := &structs.ClientCSIControllerDeleteRequest{ClientCSIControllerRequest: controllerRequest(vol)}
+	return c.call(ctx, vol.PluginID, "CSIController.Delete", args, &structs.ClientCSIControllerResponse{})
+}
+
+func controllerRequest(vol *structs.CSIVolume) structs.ClientCSIControllerRequest {
+	return structs.ClientCSIControllerRequest{
+		PluginID: vol.PluginID, VolumeID: vol.ID, ExternalID: vol.RemoteID(), Secrets: maps.Clone(vol.Secrets),
+	}
+}
+
+// call runs a controller method on a client with a healthy instance of
+// the plugin, trying the next one when a client cannot be reached or no
+// longer runs it. An answer from a plugin, success or error, ends the call.
+func (c *csiControllers) call(ctx context.Context, pluginID, method string, args, reply any) error {
+	nodes, err := c.s.controllerNodes(pluginID)
+	if err != nil {
+		return err
+	}
+	var errs []string
+	for _, nodeID := range nodes {
+		err := c.s.nodeRPC(ctx, nodeID, method, args, reply)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		// Retryable here means "this client could not take the call"
+		// (no session, session broke, plugin not running there): the
+		// next controller may. Anything else is the plugin's answer.
+		if structs.CodeOf(err) != structs.CodeRetryable {
+			return err
+		}
+		errs = append(errs, err.Error())
+	}
+	return structs.NewError(structs.CodeRetryable, "no controller of plugin %q could take %s: %s",
+		pluginID, strings.TrimPrefix(method, "CSIController."), strings.Join(errs, "; "))
+}
+
+// controllerNodes lists the nodes with a healthy controller instance of
+// pluginID on a node that is not down, those with a node session first.
+// None gives a retryable error naming the plugin.
+func (s *Server) controllerNodes(pluginID string) ([]string, error) {
+	snap := s.State()
+	plugin, err := snap.CSIPluginByID(nil, pluginID)
+	if err != nil {
+		return nil, err
+	}
+	if plugin == nil {
+		return nil, structs.NewError(structs.CodeRetryable, "CSI plugin %q is not running on any node; start its plugin job", pluginID)
+	}
+	var connected, other []string
+	for nodeID, info := range plugin.Controllers {
+		if info == nil || !info.Healthy {
+			continue
+		}
+		node, err := snap.NodeByID(nil, nodeID)
+		if err != nil {
+			return nil, err
+		}
+		if node == nil || node.Status == structs.NodeStatusDown {
+			continue
+		}
+		if s.sessions.has(nodeID) {
+			connected = append(connected, nodeID)
+		} else {
+			other = append(other, nodeID)
+		}
+	}
+	slices.Sort(connected)
+	slices.Sort(other)
+	nodes := append(connected, other...)
+	if len(nodes) == 0 {
+		return nil, structs.NewError(structs.CodeRetryable,
+			"CSI plugin %q has no healthy controller (%d of %d healthy); check its plugin job with 'berth plugin status %s'",
+			pluginID, plugin.ControllersHealthy, plugin.ControllersExpected, pluginID)
+	}
+	return nodes, nil
+}
+
+// keyedMutex is a mutex per key whose Lock can be abandoned through ctx.
+type keyedMutex struct {
+	// mu guards held.
+	mu   sync.Mutex
+	held map[string]chan struct{}
+}
+
+// lock takes key's mutex, or returns ctx's error; call the returned func
+// to unlock.
+func (k *keyedMutex) lock(ctx context.Context, key string) (func(), error) {
+	for {
+		k.mu.Lock()
+		if k.held == nil {
+			k.held = map[string]chan struct{}{}
+		}
+		wait, busy := k.held[key]
+		if !busy {
+			ch := make(chan struct{})
+			k.held[key] = ch
+			k.mu.Unlock()
+			return func() {
+				k.mu.Lock()
+				delete(k.held, key)
+				k.mu.Unlock()
+				close(ch)
+			}, nil
+		}
+		k.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for another controller call on the same node: %w", ctx.Err())
+		}
+	}
+}
+
+// errNoController is the error of a volume operation that needs a
+// controller when the plugin has none.
+func errNoController(op, volID, pluginID string) error {
+	return structs.NewError(structs.CodeInvalid,
+		"%s volume %q: plugin %q has no controller (it runs in node mode only); register an existing volume with 'berth volume register' instead",
+		op, volID, pluginID)
+}

@@ -1,0 +1,294 @@
+package nomad
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/berth-io/berth/nomad/structs"
+)
+
+// Volume create and delete go through the plugin's controller, with the
+// volume's state in Raft on either side of the plugin call:
+//
+//	Create: (none) ─► "creating" ─(CreateVolume)─► "ready" with the plugin's external ID
+//	Delete: "ready" ─► "deleting" ─(DeleteVolume)─► deregistered
+//
+// Why: a plugin call can time out after the provider acted. A create
+// recorded as "creating" is finished by running create again (CreateVolume
+// is idempotent by name, and the name is fixed before the first call), so
+// a timeout never leaks a provider volume nor makes a second one; a
+// "deleting" volume cannot be claimed while its delete is unfinished.
+
+// Create makes each volume in the storage provider through a healthy
+// controller of its plugin and registers it.
+func (v *CSIVolumeEndpoint) Create(args *structs.CSIVolumeCreateRequest, reply *structs.CSIVolumeCreateResponse) (err error) {
+	defer wire(&err)
+	defer measureRPC("CSIVolume.Create", time.Now())
+	if done, err := v.srv.forward("CSIVolume.Create", args, args, reply); done {
+		return err
+	}
+	if len(args.Volumes) == 0 {
+		return structs.NewError(structs.CodeInvalid, "volume create: no volumes given")
+	}
+	ns, err := claimNamespace(&args.WriteRequest, "volume create")
+	if err != nil {
+		return err
+	}
+	sc, err := v.srv.csiTerm()
+	if err != nil {
+		return err
+	}
+	for i, in := range args.Volumes {
+		if in == nil {
+			return structs.NewError(structs.CodeInvalid, "volume %d of the request is empty", i+1)
+		}
+		vol := in.Copy()
+		if vol.Namespace == "" {
+			vol.Namespace = ns
+		}
+		created, index, err := v.createOne(sc, vol)
+		if err != nil {
+			return err
+		}
+		reply.Volumes = append(reply.Volumes, created.Sanitize())
+		reply.Index = index
+	}
+	return nil
+}
+
+func (v *CSIVolumeEndpoint) createOne(sc *scheduling, vol *structs.CSIVolume) (*structs.CSIVolume, uint64, error) {
+	ctx, cancel := v.srv.csiContext()
+	defer cancel()
+	unlock, err := sc.volumes.Lock(ctx, vol.Namespace, vol.ID)
+	if err != nil {
+		return nil, 0, fmt.Errorf("creating volume %q: waiting for the volume: %w", vol.ID, err)
+	}
+	defer unlock()
+
+	snap, err := v.srv.State().Snapshot()
+	if err != nil {
+		return nil, 0, err
+	}
+	existing, err := snap.CSIVolumeByID(nil, vol.Namespace, vol.ID)
+	if err != nil {
+		return nil, 0, err
+	}
+	if existing != nil && existing.State != structs.CSIVolumeStateCreating {
+		return nil, 0, structs.NewError(structs.CodeConflict,
+			"volume %q already exists (%s); choose another ID, or 'berth volume delete %s' first", vol.ID, stateOf(existing), vol.ID)
+	}
+	if existing == nil {
+		if errs := prepareVolumeRegister(snap, vol, time.Now().UnixNano()); len(errs) > 0 {
+			return nil, 0, joinCoded(errs)
+		}
+	} else {
+		// A retry of an unfinished create finishes the recorded one: the
+		// plugin gets the same name and parameters as the first time.
+		vol = existing.Copy()
+	}
+	if err := v.srv.canCreateDelete(vol, "creating"); err != nil {
+		return nil, 0, err
+	}
+	if vol.Name == "" {
+		vol.Name = vol.ID
+	}
+	if existing == nil {
+		vol.State = structs.CSIVolumeStateCreating
+		if _, _, err := v.srv.raftApply(structs.CSIVolumeRegisterRequestType, &structs.CSIVolumeRegisterRequest{
+			Volumes: []*structs.CSIVolume{vol}, Timestamp: time.Now().UnixNano(),
+		}); err != nil {
+			return nil, 0, fmt.Errorf("creating volume %q: recording it as creating: %w", vol.ID, err)
+		}
+	}
+
+	out, err := v.srv.csiControllers.create(ctx, vol)
+	if err != nil {
+		if structs.CodeOf(err) == structs.CodeRetryable || ctx.Err() != nil {
+			return nil, 0, structs.NewError(structs.CodeRetryable,
+				"creating volume %q with plugin %q did not finish: %v; the volume is recorded as creating: run 'berth volume create' with the same spec again to finish it",
+				vol.ID, vol.PluginID, err)
+		}
+		// The plugin refused: nothing was made, so nothing is kept.
+		if _, _, derr := v.srv.raftApply(structs.CSIVolumeDeregisterRequestType, &structs.CSIVolumeDeregisterRequest{
+			VolumeIDs: []string{vol.ID}, WriteRequest: structs.WriteRequest{Namespace: vol.Namespace},
+		}); derr != nil {
+			v.srv.logger.Warn("removing a volume whose create failed", "volume_id", vol.ID, "error", derr)
+		}
+		return nil, 0, structs.NewError(structs.CodeOf(err), "creating volume %q with plugin %q: %v", vol.ID, vol.PluginID, err)
+	}
+
+	vol.ExternalID = out.ExternalID
+	vol.Capacity = out.CapacityBytes
+	if len(out.VolumeContext) > 0 {
+		if vol.Context == nil {
+			vol.Context = map[string]string{}
+		}
+		maps.Copy(vol.Context, out.VolumeContext)
+	}
+	if len(out.Topologies) > 0 {
+		vol.Topologies = out.Topologies
+	}
+	vol.State = structs.CSIVolumeStateReady
+	_, index, err := v.srv.raftApply(structs.CSIVolumeRegisterRequestType, &structs.CSIVolumeRegisterRequest{
+		Volumes: []*structs.CSIVolume{vol}, Timestamp: time.Now().UnixNano(),
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("volume %q was created by plugin %q as %q but recording it failed (%w); run 'berth volume create' again to finish",
+			vol.ID, vol.PluginID, out.ExternalID, err)
+	}
+	stored, err := v.srv.State().CSIVolumeByID(nil, vol.Namespace, vol.ID)
+	if err != nil || stored == nil {
+		return nil, 0, fmt.Errorf("reading back volume %q: %v", vol.ID, err)
+	}
+	return stored, index, nil
+}
+
+// Delete deletes a volume in the storage provider and deregisters it. A
+// claimed volume is refused; the volume is "deleting" (unclaimable) from
+// before the plugin call until it is gone.
+func (v *CSIVolumeEndpoint) Delete(args *structs.CSIVolumeDeleteRequest, reply *structs.GenericResponse) (err error) {
+	defer wire(&err)
+	defer measureRPC("CSIVolume.Delete", time.Now())
+	if done, err := v.srv.forward("CSIVolume.Delete", args, args, reply); done {
+		return err
+	}
+	ns, err := claimNamespace(&args.WriteRequest, "volume delete")
+	if err != nil {
+		return err
+	}
+	if args.VolumeID == "" {
+		return structs.NewError(structs.CodeInvalid, "volume delete: missing volume ID")
+	}
+	sc, err := v.srv.csiTerm()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := v.srv.csiContext()
+	defer cancel()
+	unlock, err := sc.volumes.Lock(ctx, ns, args.VolumeID)
+	if err != nil {
+		return fmt.Errorf("deleting volume %q: waiting for the volume: %w", args.VolumeID, err)
+	}
+	defer unlock()
+
+	vol, err := v.srv.State().CSIVolumeByID(nil, ns, args.VolumeID)
+	if err != nil {
+		return err
+	}
+	if vol == nil {
+		return structs.NotFound("volume", args.VolumeID)
+	}
+	if live := vol.LiveClaims(); len(live) > 0 {
+		var who []string
+		for _, c := range live {
+			who = append(who, fmt.Sprintf("alloc %s on node %s (%s)", shortID(c.AllocID), shortID(c.NodeID), c.Step.Describe()))
+		}
+		slices.Sort(who)
+		return structs.NewError(structs.CodeConflict, "volume %q is claimed by %s; stop the jobs using it before deleting it",
+			vol.ID, strings.Join(who, ", "))
+	}
+	if err := v.srv.canCreateDelete(vol, "deleting"); err != nil {
+		return err
+	}
+	if len(args.Secrets) > 0 {
+		vol.Secrets = maps.Clone(args.Secrets)
+	}
+	if vol.State != structs.CSIVolumeStateDeleting {
+		marked := vol.Copy()
+		marked.State = structs.CSIVolumeStateDeleting
+		if _, _, err := v.srv.raftApply(structs.CSIVolumeRegisterRequestType, &structs.CSIVolumeRegisterRequest{
+			Volumes: []*structs.CSIVolume{marked}, Timestamp: time.Now().UnixNano(),
+		}); err != nil {
+			return fmt.Errorf("deleting volume %q: recording it as deleting: %w", vol.ID, err)
+		}
+	}
+	if err := v.srv.csiControllers.delete(ctx, vol); err != nil {
+		return structs.NewError(structs.CodeOf(err),
+			"deleting volume %q with plugin %q: %v; the volume stays registered as deleting: run 'berth volume delete %s' again",
+			vol.ID, vol.PluginID, err, vol.ID)
+	}
+	_, index, err := v.srv.raftApply(structs.CSIVolumeDeregisterRequestType, &structs.CSIVolumeDeregisterRequest{
+		VolumeIDs: []string{vol.ID}, WriteRequest: structs.WriteRequest{Namespace: ns},
+	})
+	if err != nil {
+		return fmt.Errorf("volume %q was deleted by plugin %q but deregistering it failed (%w); run 'berth volume deregister %s'",
+			vol.ID, vol.PluginID, err, vol.ID)
+	}
+	reply.Index = index
+	return nil
+}
+
+// canCreateDelete checks that vol's plugin has a controller that creates
+// and deletes volumes.
+func (s *Server) canCreateDelete(vol *structs.CSIVolume, op string) error {
+	plugin, err := s.State().CSIPluginByID(nil, vol.PluginID)
+	if err != nil {
+		return err
+	}
+	if plugin == nil {
+		return structs.NewError(structs.CodeInvalid,
+			"%s volume %q: CSI plugin %q is not known to the cluster; run 'berth plugin status' and check the plugin's job", op, vol.ID, vol.PluginID)
+	}
+	if len(plugin.Controllers) == 0 {
+		return errNoController(op, vol.ID, vol.PluginID)
+	}
+	for _, info := range plugin.Controllers {
+		if info != nil && info.ControllerInfo != nil && info.ControllerInfo.SupportsCreateDelete {
+			return nil
+		}
+	}
+	return structs.NewError(structs.CodeInvalid,
+		"%s volume %q: the controller of plugin %q does not create or delete volumes (no CREATE_DELETE_VOLUME capability); register an existing volume instead",
+		op, vol.ID, vol.PluginID)
+}
+
+// validateWithController asks a controller of the plugin to confirm a new
+// volume's capabilities, for plugins that have controllers.
+func (s *Server) validateWithController(ctx context.Context, vol *structs.CSIVolume) error {
+	plugin, err := s.State().CSIPluginByID(nil, vol.PluginID)
+	if err != nil || plugin == nil || len(plugin.Controllers) == 0 {
+		return err
+	}
+	validate := s.csiControllers.validate
+	if s.config.ControllerPublisher != nil {
+		// A test's publisher stands in for every controller: validation
+		// goes to it when it can validate, and is skipped otherwise.
+		v, ok := s.config.ControllerPublisher.(VolumeValidator)
+		if !ok {
+			return nil
+		}
+		validate = v.ValidateVolume
+	}
+	if err := validate(ctx, vol); err != nil {
+		if structs.CodeOf(err) == structs.CodeRetryable {
+			return structs.NewError(structs.CodeRetryable, "volume %q was not validated by a controller of plugin %q: %v", vol.ID, vol.PluginID, err)
+		}
+		return structs.NewError(structs.CodeOf(err), "volume %q: plugin %q did not confirm its capabilities: %v", vol.ID, vol.PluginID, err)
+	}
+	return nil
+}
+
+// VolumeValidator is implemented by a Config.ControllerPublisher (tests)
+// that also answers ValidateVolumeCapabilities.
+type VolumeValidator interface {
+	ValidateVolume(ctx context.Context, vol *structs.CSIVolume) error
+}
+
+func stateOf(v *structs.CSIVolume) string {
+	if v.State == "" {
+		return string(structs.CSIVolumeStateReady)
+	}
+	return string(v.State)
+}
+
+// shortID is the first 8 characters of an ID, as the CLI shows them.
+func shortID(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}

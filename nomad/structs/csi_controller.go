@@ -1,0 +1,112 @@
+package structs
+
+// The servers reach CSI controller plugins through the clients that run
+// them, over each client's node session (DESIGN.md §4: "controller RPCs go
+// to a healthy controller instance via its client"). These are the
+// session's request and reply types: the servers call, the client answers.
+
+// NodeSessionIdentity is the client's answer to NodeSession.Identify, the
+// first call a server makes on a new session: the node it speaks for, and
+// its secret, which the server checks against the registered node.
+type NodeSessionIdentity struct {
+	NodeID   string
+	SecretID string
+}
+
+// NodeSessionIdentifyRequest is NodeSession.Identify's (empty) request.
+type NodeSessionIdentifyRequest struct{}
+
+// ClientCSIControllerRequest names the controller plugin and the volume a
+// controller call is about; every ClientCSIController* request embeds it.
+type ClientCSIControllerRequest struct {
+	PluginID   string
+	VolumeID   string // Berth's ID, for messages
+	ExternalID string // the plugin's ID for the volume
+	Secrets    CSISecrets
+}
+
+// ClientCSIControllerPublishRequest attaches a volume to a node.
+type ClientCSIControllerPublishRequest struct {
+	ClientCSIControllerRequest
+	ExternalNodeID string
+	AccessMode     CSIVolumeAccessMode
+	AttachmentMode CSIVolumeAttachmentMode
+	MountOptions   *CSIMountOptions
+	ReadOnly       bool
+	VolumeContext  map[string]string
+}
+
+// ClientCSIControllerPublishResponse carries the publish context for the
+// node plugin.
+type ClientCSIControllerPublishResponse struct {
+	PublishContext map[string]string
+}
+
+// ClientCSIControllerUnpublishRequest detaches a volume from a node.
+type ClientCSIControllerUnpublishRequest struct {
+	ClientCSIControllerRequest
+	ExternalNodeID string
+}
+
+// ClientCSIControllerValidateRequest asks the plugin to confirm that the
+// volume supports every capability.
+type ClientCSIControllerValidateRequest struct {
+	ClientCSIControllerRequest
+	Capabilities  []*CSIVolumeCapability
+	MountOptions  *CSIMountOptions
+	VolumeContext map[string]string
+	Parameters    map[string]string
+}
+
+// ClientCSIControllerCreateRequest provisions a volume. Name is the
+// idempotency key: creating the same name twice yields one volume.
+type ClientCSIControllerCreateRequest struct {
+	ClientCSIControllerRequest
+	Name                string
+	CapacityMin         int64
+	CapacityMax         int64
+	Capabilities        []*CSIVolumeCapability
+	MountOptions        *CSIMountOptions
+	Parameters          map[string]string
+	RequestedTopologies *CSITopologyRequest
+	SnapshotID, CloneID string
+}
+
+// ClientCSIControllerCreateResponse is the volume as the plugin made it.
+type ClientCSIControllerCreateResponse struct {
+	ExternalID    string
+	CapacityBytes int64
+	VolumeContext map[string]string
+	Topologies    []*CSITopology
+}
+
+// ClientCSIControllerDeleteRequest deletes a volume in the provider.
+type ClientCSIControllerDeleteRequest struct {
+	ClientCSIControllerRequest
+}
+
+// ClientCSIControllerResponse is the reply of the calls that return
+// nothing but an error.
+type ClientCSIControllerResponse struct{}
+
+// CSIVolumeCreateRequest creates volumes through their plugins'
+// controllers and registers them.
+type CSIVolumeCreateRequest struct {
+	Volumes []*CSIVolume
+	WriteRequest
+}
+
+// CSIVolumeCreateResponse carries the volumes as created.
+type CSIVolumeCreateResponse struct {
+	Volumes  []*CSIVolume
+	Warnings string
+	WriteMeta
+}
+
+// CSIVolumeDeleteRequest deletes a volume in its provider and deregisters
+// it. Secrets, when given, replace the volume's for the plugin call.
+type CSIVolumeDeleteRequest struct {
+	VolumeID string
+	Secrets  CSISecrets
+	WriteRequest
+}
