@@ -59,6 +59,9 @@ type Client struct {
 	nodeLock sync.RWMutex
 	node     *structs.Node
 
+	// contact is when the servers last answered (disconnect.go).
+	contact contactTracker
+
 	// registerLock serialises Node.Register calls (heartbeat loop, CSI
 	// fingerprint sync) so that a register carrying an older snapshot of
 	// the node can never land after one carrying a newer snapshot.
@@ -128,6 +131,7 @@ func New(cfg *Config) (*Client, error) {
 	c.restoreAllocs()
 	c.goRun(c.syncer.run)
 	c.goRun(c.heartbeatLoop)
+	c.goRun(c.disconnectLoop)
 	c.goRun(c.watchAllocs)
 	c.goRun(c.nodeSessionLoop)
 	c.logger.Info("client started", "data_dir", c.dataDir, "node_name", c.Node().Name)
@@ -318,6 +322,7 @@ func (c *Client) buildNode(id *state.NodeIdentity, drv map[string]*structs.Drive
 		n.Datacenter = "dc1"
 	}
 	n.Status = structs.NodeStatusReady
+	n.DisconnectDeadline = c.cfg.DisconnectDeadline // the promise disconnectLoop keeps
 	attrs := make(map[string]string, len(c.host.Attributes)+len(drv))
 	for k, v := range c.host.Attributes {
 		attrs[k] = v
@@ -401,16 +406,19 @@ func (c *Client) shutdown() error {
 		errs = append(errs, errors.New("client: shutdown timed out waiting for its goroutines; a hook or driver ignores cancellation"))
 		c.logger.Error("shutdown timed out waiting for goroutines")
 	}
-	// The CSI manager marked every plugin unhealthy as it stopped: tell the
-	// servers, once and bounded, so they stop placing volumes here.
+	// The CSI manager marked every plugin unhealthy as it stopped, and no
+	// one keeps the disconnect deadline once this returns: tell the
+	// servers, once and bounded, so they stop placing volumes here and
+	// stop counting on the deadline.
+	retract := !c.cfg.DevMode && c.retractDisconnectDeadline()
+	csiPending := false
 	select {
 	case <-c.csiChanged:
-		regCtx, regCancel := context.WithTimeout(context.Background(), time.Second)
-		if _, err := c.register(regCtx); err != nil {
-			c.logger.Debug("final CSI fingerprint not sent", "error", err)
-		}
-		regCancel()
+		csiPending = true
 	default:
+	}
+	if csiPending || retract {
+		c.finalRegister(retract)
 	}
 	if err := c.db.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("client: closing state: %w", err))

@@ -60,6 +60,21 @@ type Config struct {
 	FingerprintInterval time.Duration
 	// KillGrace: see taskrunner.Config.
 	KillGrace time.Duration
+	// DisconnectDeadline is this client's promise to the servers, sent
+	// with its node (Node.DisconnectDeadline): once it has heard nothing
+	// from them for this long, every alloc it ran that uses CSI volumes
+	// has stopped and released them. The servers may then free the CSI
+	// claims of the down node's allocs without fencing. The client keeps
+	// it by stopping those allocs a little before (see disconnect.go);
+	// allocs without CSI volumes keep running, as the promise is only
+	// about claims and a long server outage must not take down stateless
+	// work. Zero, the default here, promises nothing: allocs keep running
+	// however long the servers are gone, and a down node's claims wait
+	// for fencing or an operator.
+	DisconnectDeadline time.Duration
+	// disconnectStopsAll makes the deadline stop every alloc, for tests
+	// whose fake allocs use no volumes.
+	disconnectStopsAll bool
 	// Logs configures task log rotation.
 	Logs logs.Config
 	// CSI tunes CSI plugins and volumes; zero values take the defaults of
@@ -125,5 +140,6 @@ func (c *Config) withDefaults() *Config {
 	if out.FingerprintInterval <= 0 {
 		out.FingerprintInterval = DefaultFingerprintInterval
 	}
+	out.DisconnectDeadline = max(out.DisconnectDeadline, 0)
 	return &out
 }

@@ -11,10 +11,14 @@
 //	                     update / destroy alloc runners
 //	         syncer:     alloc status changes, batched for UpdateBatchWindow,
 //	                     ─► Node.UpdateAlloc
+//	         disconnect: with a DisconnectDeadline, stops (fails) every
+//	                     alloc before that long without contact with the
+//	                     servers (disconnect.go)
 //	         one per alloc runner, and one per alloc being destroyed
 //
 // Shutdown stops all of that and returns promptly; tasks keep running
-// (drivers run them detached) for the next client process to re-attach.
+// (drivers run them detached) for the next client process to re-attach,
+// and the node no longer promises a disconnect deadline.
 // In DevMode, Shutdown first stops every alloc, bounded by the tasks'
 // kill timeouts.
 //

@@ -108,15 +108,18 @@ func (c *Client) registerUntilDone(ctx context.Context) (time.Duration, bool) {
 	}
 }
 
-// register sends the node to the servers.
+// register sends the node to the servers. Success is contact with them
+// (see disconnect.go), counted from when the call was sent.
 func (c *Client) register(ctx context.Context) (time.Duration, error) {
 	c.registerLock.Lock()
 	defer c.registerLock.Unlock()
 	req := &structs.NodeRegisterRequest{Node: c.Node()}
 	var resp structs.NodeUpdateResponse
+	sent := time.Now()
 	if err := c.rpc(ctx, "Node.Register", req, &resp); err != nil {
 		return 0, err
 	}
+	c.noteContact(sent)
 	c.logger.Debug("node registered", "heartbeat_ttl", resp.HeartbeatTTL)
 	if resp.HeartbeatTTL > 0 {
 		return resp.HeartbeatTTL, nil
@@ -125,12 +128,15 @@ func (c *Client) register(ctx context.Context) (time.Duration, error) {
 }
 
 // heartbeat tells the servers the node is alive and returns the TTL.
+// Success is contact with them, counted from when the call was sent.
 func (c *Client) heartbeat(ctx context.Context) (time.Duration, error) {
 	req := &structs.NodeUpdateStatusRequest{NodeID: c.NodeID(), Status: structs.NodeStatusReady}
 	var resp structs.NodeUpdateResponse
+	sent := time.Now()
 	if err := c.rpc(ctx, "Node.UpdateStatus", req, &resp); err != nil {
 		return 0, err
 	}
+	c.noteContact(sent)
 	return resp.HeartbeatTTL, nil
 }
 

@@ -83,10 +83,15 @@ type Config struct {
 	CSIControllerTimeout time.Duration
 	// CSIDisconnectDeadline is how long after a node goes down its claims
 	// may be freed without fencing, for nodes that report no
-	// DisconnectDeadline of their own. Zero (the default) assumes nothing:
-	// clients do not yet stop their allocs when they lose the servers, so
-	// freeing a down node's claim on a timer could let a second writer in
-	// while the first still runs. Set it only where that is acceptable.
+	// DisconnectDeadline of their own. Zero (the default) assumes nothing.
+	// A node that reports one has a client that stops its allocs using
+	// CSI volumes by then once it loses the servers
+	// (client.Config.DisconnectDeadline; 5m in agents by default, taken
+	// back on a clean client shutdown). A node
+	// that reports none has a client that promised nothing, and may still
+	// run its allocs however long it is down: freeing its claims on a
+	// timer could let a second writer in while the first still runs. Set
+	// it only where that is acceptable.
 	CSIDisconnectDeadline time.Duration
 	// CSIClaimRetryBase and CSIClaimRetryMax bound the volumewatcher's
 	// capped exponential backoff between failed controller unpublishes.

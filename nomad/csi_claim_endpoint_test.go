@@ -541,7 +541,11 @@ func TestCSIUnpublish_NewLeaderFinishesWhenTheLeaderDiesMidUnpublish(t *testing.
 func TestCSIClaim_DownNodeKeepsItsClaimUntilTheDisconnectDeadline(t *testing.T) {
 	clock := &testClock{now: time.Now()}
 	s := csiServer(t, nil, func(c *nomad.Config) { c.CSIClock = clock.Now })
-	joinNode(t, s, csiNode(0, false))
+	// The node's client promises to stop its allocs 5m after it loses
+	// the servers (Node.DisconnectDeadline); the servers default to none.
+	promising := csiNode(0, false)
+	promising.DisconnectDeadline = 5 * time.Minute
+	joinNode(t, s, promising)
 	a := claimedAlloc(t, s, "a")
 	joinNode(t, s, csiNode(1, false)) // where the replacement could go
 	takeClaim(t, s, "db", a)
@@ -579,7 +583,7 @@ func TestCSIClaim_DownNodeIsFencedThroughTheController(t *testing.T) {
 		}
 		return nil
 	}}
-	s := csiServer(t, pub, nil) // disconnect deadline: 5m, far off
+	s := csiServer(t, pub, nil) // no disconnect deadline: only fencing frees
 	joinNode(t, s, csiNode(0, true))
 	a := claimedAlloc(t, s, "a")
 	takeClaim(t, s, "db", a)

@@ -34,12 +34,21 @@ func (s *Server) establishLeadership(ctx context.Context) {
 		return
 	}
 	lctx, cancel := context.WithCancel(ctx)
+	duties := s.leaderDuties()
+	// The duties are counted under leaderLock, before revokeLeadership can
+	// see the term: a revoke (from Shutdown, say) then always waits for
+	// them, and never races the WaitGroup's Add with its Wait.
 	s.leaderLock.Lock()
+	if ctx.Err() != nil {
+		s.leaderLock.Unlock()
+		cancel()
+		return
+	}
 	s.leaderCancel = cancel
+	s.leaderWG.Add(len(duties))
 	s.leaderLock.Unlock()
 	s.logger.Info("cluster leadership acquired")
-	for _, duty := range s.leaderDuties() {
-		s.leaderWG.Add(1)
+	for _, duty := range duties {
 		go func() {
 			defer s.leaderWG.Done()
 			duty(lctx)

@@ -16,6 +16,8 @@
 //	     TasksExited = true (persisted, reported)
 //	        │
 //	Update(desired stop) ──► kill tasks with their kill timeouts
+//	Stop, StopFailed (the client's own stops) ──► the same, and wait for
+//	            Postrun; StopFailed fails every task (lost servers)
 //	Destroy ──► kill tasks ─► wait for Postrun ─► Destroy hooks (reverse
 //	            order; the alloc dir hook, first in, removes the dir last)
 //	            ─► delete the alloc from the client state

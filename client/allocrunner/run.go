@@ -3,6 +3,7 @@ package allocrunner
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -52,7 +53,12 @@ func (r *Runner) runTasks() {
 		case r.ctx.Err() != nil:
 			return
 		case r.stopCtx.Err() != nil:
+			fail := r.failingStop()
 			for _, tr := range r.tasks {
+				if fail != nil {
+					tr.MarkDead(copyEvent(fail), true)
+					continue
+				}
 				tr.MarkDead(taskrunner.NewEvent(taskrunner.EventKilled, "Alloc stopped before its tasks started"), false)
 			}
 		default:
@@ -78,8 +84,8 @@ func (r *Runner) runTasks() {
 	siblingsKilled := false
 	for range r.tasks {
 		tr := <-done
-		if r.ctx.Err() != nil || siblingsKilled || !tr.State().Failed {
-			continue
+		if r.ctx.Err() != nil || r.stopCtx.Err() != nil || siblingsKilled || !tr.State().Failed {
+			continue // (a stopped alloc's tasks are all being killed already)
 		}
 		// A failed task takes the alloc down: stop its siblings.
 		siblingsKilled = true
@@ -191,8 +197,46 @@ func (r *Runner) updateLoop() {
 // postrun hooks, or for ctx. The runner keeps running until Destroy or
 // Shutdown. Dev agents stop every alloc this way on shutdown.
 func (r *Runner) Stop(ctx context.Context, reason string) error {
+	return r.stop(ctx, taskrunner.KillingEvent(reason))
+}
+
+// StopFailed is Stop for an alloc the client gives up on by itself, with
+// no word from the servers (it lost them past its disconnect deadline):
+// every task records ev, running or not yet started, and fails with it,
+// so the alloc ends failed and the servers, once told, reschedule it. Like
+// every stopped alloc it never runs again, whatever Update brings. ev is
+// copied, with FailsTask set. The first Stop or StopFailed decides how
+// tasks are killed; later calls only wait.
+func (r *Runner) StopFailed(ctx context.Context, ev *structs.TaskEvent) error {
+	ev = copyEvent(ev)
+	ev.FailsTask = true
+	// Before stopCancel: a Prerun it interrupts reads it.
+	r.lock.Lock()
+	if r.stopCtx.Err() == nil {
+		r.failEvent = ev
+	}
+	r.lock.Unlock()
+	return r.stop(ctx, ev)
+}
+
+// failingStop is the event of a StopFailed, or nil.
+func (r *Runner) failingStop() *structs.TaskEvent {
+	r.lock.Lock()
+	defer r.lock.Unlock()
+	return r.failEvent
+}
+
+func copyEvent(ev *structs.TaskEvent) *structs.TaskEvent {
+	c := *ev
+	c.Details = maps.Clone(ev.Details)
+	return &c
+}
+
+// stop kills every task with ev (each task keeps a copy) and waits for
+// postrun hooks, or ctx.
+func (r *Runner) stop(ctx context.Context, ev *structs.TaskEvent) error {
 	r.stopCancel()
-	err := r.killTasks(ctx, func() *structs.TaskEvent { return taskrunner.KillingEvent(reason) })
+	err := r.killTasks(ctx, func() *structs.TaskEvent { return ev })
 	select {
 	case <-r.postrunDone:
 	case <-ctx.Done():

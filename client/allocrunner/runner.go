@@ -73,10 +73,12 @@ type Runner struct {
 	waitCh      chan struct{}
 	postrunDone chan struct{}
 
-	// lock guards alloc and tasksExited.
+	// lock guards alloc, tasksExited and failEvent.
 	lock        sync.Mutex
 	alloc       *structs.Allocation
 	tasksExited bool
+	// failEvent is set by a StopFailed that came before any other stop.
+	failEvent *structs.TaskEvent
 }
 
 // New builds a runner; it persists a new alloc before anything else.

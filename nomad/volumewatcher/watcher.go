@@ -50,7 +50,9 @@ type Config struct {
 	// ControllerTimeout bounds one controller call.
 	ControllerTimeout time.Duration
 	// DefaultDisconnectDeadline applies to down nodes that report no
-	// DisconnectDeadline of their own.
+	// DisconnectDeadline of their own. Zero (no default) is deliberate and
+	// stays zero: a node whose client promised nothing may still run its
+	// tasks, so only fencing or an operator may free its claims.
 	DefaultDisconnectDeadline time.Duration
 	// RetryBase and RetryMax bound the capped exponential backoff of
 	// failed controller calls (recorded on the claim as NextRetry) and of
@@ -71,12 +73,11 @@ type Config struct {
 
 // Defaults for zero Config fields.
 const (
-	DefaultControllerTimeout  = 2 * time.Minute
-	DefaultDisconnectDeadline = 5 * time.Minute
-	DefaultRetryBase          = time.Second
-	DefaultRetryMax           = time.Minute
-	DefaultResyncInterval     = time.Minute
-	DefaultWorkers            = 4
+	DefaultControllerTimeout = 2 * time.Minute
+	DefaultRetryBase         = time.Second
+	DefaultRetryMax          = time.Minute
+	DefaultResyncInterval    = time.Minute
+	DefaultWorkers           = 4
 )
 
 const (
@@ -107,9 +108,6 @@ type Watcher struct {
 func New(cfg Config) *Watcher {
 	if cfg.ControllerTimeout <= 0 {
 		cfg.ControllerTimeout = DefaultControllerTimeout
-	}
-	if cfg.DefaultDisconnectDeadline <= 0 {
-		cfg.DefaultDisconnectDeadline = DefaultDisconnectDeadline
 	}
 	if cfg.RetryBase <= 0 {
 		cfg.RetryBase = DefaultRetryBase

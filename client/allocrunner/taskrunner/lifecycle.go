@@ -10,8 +10,9 @@ import (
 
 // Kill stops the task for good (its kill timeout applies) and waits until
 // the runner finished, or ctx ends. ev is recorded when the kill reaches a
-// running task (nil: a plain Killing event). Safe to call more than once
-// and from any goroutine; the first ev wins.
+// running task (nil: a plain Killing event); an ev with FailsTask is
+// recorded whatever the task was doing, and fails it. Safe to call more
+// than once and from any goroutine; the first ev wins.
 func (r *Runner) Kill(ctx context.Context, ev *structs.TaskEvent) error {
 	r.stateLock.Lock()
 	if r.killEvent == nil {

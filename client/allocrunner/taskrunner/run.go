@@ -134,11 +134,20 @@ func (r *Runner) runAttempt(running *drivers.TaskHandle) (Attempt, step) {
 }
 
 // killed ends the loop once killCtx is done: a shutdown, or a kill that
-// found no running task, recorded with msg.
+// found no running task, recorded with msg. A kill event that fails the
+// task is recorded too, and fails it: the reason of such a kill must show
+// whether or not the task was running.
 func (r *Runner) killed(msg string) step {
 	if r.shutdownCtx.Err() != nil {
 		return stepShutdown
 	}
-	r.updateState(NewEvent(EventKilled, msg), setDead(false))
+	r.stateLock.Lock()
+	ev := r.killEvent
+	r.stateLock.Unlock()
+	failed := ev != nil && ev.FailsTask
+	if failed {
+		r.updateState(ev, nil)
+	}
+	r.updateState(NewEvent(EventKilled, msg), setDead(failed))
 	return stepDead
 }
