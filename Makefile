@@ -1,5 +1,6 @@
 # Berth: two commands do all the set-up on a fresh machine.
-#   make dev   builds berth and runs a dev agent (server + client)
+#   make dev   builds berth and runs a dev agent (server + client) with
+#              the hostpath CSI plugin; make demo runs the volume walk-through
 #   make test  vets and tests everything (root runs the mount tests too)
 
 GO      ?= go
@@ -7,7 +8,7 @@ BIN     ?= $(CURDIR)/.bin
 BERTH   := $(BIN)/berth
 PKGS    := ./...
 
-.PHONY: all build dev test vet lint fmt-check tidy-check peers bench fuzz clean
+.PHONY: all build dev demo test vet lint fmt-check tidy-check peers bench bench-table fuzz clean
 
 all: build
 
@@ -17,6 +18,11 @@ build:
 
 dev: build
 	$(BERTH) agent -dev
+
+# demo runs the README's CSI walk-through against a fresh dev agent and
+# fails if any step does (as root: the hostpath plugin bind-mounts).
+demo:
+	./scripts/demo
 
 # peers builds the independent CSI plugins the tests run against
 # (csi-test mock-driver), pinned in tools/.
@@ -52,6 +58,12 @@ fuzz:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2000x ./nomad/ ./plugins/csi/...
+
+# bench-table runs berth's CSI latency table (cmd/berth-bench): one agent
+# with Raft on disk, the hostpath plugin, registers, lists, claims and
+# stops, next to floors measured in the same run. Needs root.
+bench-table: build
+	$(GO) run ./cmd/berth-bench -berth $(BERTH)
 
 clean:
 	rm -rf $(BIN)

@@ -22,6 +22,7 @@ type importRule struct {
 
 var importRules = []importRule{
 	{"cmd/berth", []string{"command"}, "main only dispatches to command"},
+	{"cmd/berth-bench", []string{"api"}, "the bench drives a real agent through the HTTP API, as an outside program would"},
 	{"command", []string{"api", "jobspec", "helper", "command/agent", "plugins/csi/hostpath", "plugins/drivers/executor"},
 		"the CLI speaks the HTTP API; only command/agent wires the server and client; " +
 			"built-in plugins and the task executor run from the same binary"},
@@ -39,6 +40,7 @@ var importRules = []importRule{
 	{"plugins/drivers", []string{"nomad/structs", "helper"}, "drivers know only the data model"},
 	{"helper", nil, "helper is a leaf"},
 	{"testutil", []string{""}, "test helpers may import anything"},
+	{"e2e", nil, "end-to-end tests live in _test.go files and drive the real binary; the package itself is only its doc"},
 }
 
 func ruleFor(pkg string) *importRule {

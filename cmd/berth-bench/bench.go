@@ -1,0 +1,501 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/berth-io/berth/api"
+)
+
+// Deadlines of the steps that wait on the agent.
+const (
+	pluginHealthyTimeout = 2 * time.Minute
+	oneAllocTimeout      = 2 * time.Minute
+	manyAllocsTimeout    = 10 * time.Minute
+	// blockingWait is the longest one blocking query waits.
+	blockingWait = 5 * time.Second
+)
+
+// bench is one run: the temp dir, the agent in it, and what later steps
+// need of earlier ones.
+type bench struct {
+	cfg   config
+	out   io.Writer // progress lines
+	dir   string
+	agent *agent // nil until started
+	sock  string // host path of the plugin's socket
+
+	// walP50 is the raft-wal floor's p50; fixed is the fixed cost of one
+	// claim step (WAL append + gRPC call + bind-mount pair). 0 when not
+	// measured.
+	walP50, fixed time.Duration
+}
+
+// newBench makes the temp dir everything of the run lives in. Its path is
+// resolved (mountinfo shows real paths) and short: the plugin's socket
+// lives under it and a unix socket path has at most 107 bytes.
+func newBench(cfg config, progress io.Writer) (*bench, error) {
+	dir, err := os.MkdirTemp("", "berth-bench-")
+	if err != nil {
+		return nil, fmt.Errorf("making the temp dir: %w", err)
+	}
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
+	return &bench{cfg: cfg, out: progress, dir: dir}, nil
+}
+
+func (b *bench) progress(format string, args ...any) {
+	fmt.Fprintf(b.out, "berth-bench: "+format+"\n", args...)
+}
+
+// run starts the agent and the plugin, then measures the floors and the
+// rows. A row that fails is reported in the table and the others still
+// run; an interrupt or a failed setup ends the run with an error, an agent
+// that exits ends it with the rows so far and a note.
+func (b *bench) run(ctx context.Context) (*results, error) {
+	res := &results{Started: time.Now(), CPUs: runtime.NumCPU(), LoadBefore: loadavg()}
+	b.progress("starting the agent (Raft on disk in %s)...", b.dir)
+	a, err := startAgent(ctx, b.cfg.berth, b.dir)
+	b.agent = a
+	if err != nil {
+		return nil, err
+	}
+	res.DataDir, res.FSType = a.dataDir, fsType(a.dataDir)
+	if res.FSType == "tmpfs" {
+		b.progress("warning: %s is on tmpfs: fsync costs nothing there, so 'Raft on disk' is not", a.dataDir)
+	}
+	b.progress("starting the hostpath plugin job and waiting until it is healthy...")
+	start := time.Now()
+	if b.sock, err = b.startPlugin(ctx); err != nil {
+		return nil, err
+	}
+	b.progress("the plugin was healthy %s after its job was submitted", fmtDur(time.Since(start)))
+	// Floors first, on the idle agent; the rows after them use them.
+	for _, step := range []func(context.Context) []row{b.floorRows, b.registerRows, b.oneAllocRows, b.manyRows} {
+		rows := step(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		res.Rows = append(res.Rows, rows...)
+		select {
+		case <-b.agent.done:
+			res.Notes = append(res.Notes, fmt.Sprintf("the agent exited during the run (%v); the last lines of its log:\n%s",
+				b.agent.waitErr, b.agent.logTail(20)))
+			res.LoadAfter = loadavg()
+			return res, nil
+		default:
+		}
+	}
+	res.LoadAfter = loadavg()
+	return res, nil
+}
+
+// floorRows measures the three floors and keeps what later rows need.
+func (b *bench) floorRows(ctx context.Context) []row {
+	n := b.cfg.floorN
+	b.progress("floor: %d raft-wal appends...", n)
+	wal, walErr := floorWAL(ctx, filepath.Join(b.dir, "wal-floor"), n)
+	b.progress("floor: %d CSI Probe calls to the plugin's unix socket...", n)
+	rpc, rpcErr := floorGRPC(ctx, b.sock, n)
+	b.progress("floor: %d bind mount + umount pairs...", n)
+	mnt, mntErr := floorMount(ctx, filepath.Join(b.dir, "mount-floor"), n)
+	if walErr == nil {
+		b.walP50 = summarize(wal).P50
+	}
+	if walErr == nil && rpcErr == nil && mntErr == nil {
+		b.fixed = b.walP50 + summarize(rpc).P50 + summarize(mnt).P50
+	}
+	return []row{
+		samplesRow(rowFloorWAL, "floor: raft-wal append (write+fsync)", kindFloor, 0, wal, 0, walErr),
+		samplesRow(rowFloorGRPC, "floor: gRPC call on a unix socket (Probe)", kindFloor, 0, rpc, 0, rpcErr),
+		samplesRow(rowFloorMount, "floor: bind mount + umount pair", kindFloor, 0, mnt, 0, mntErr),
+	}
+}
+
+// registerRows registers the volumes one by one, then lists exactly them.
+func (b *bench) registerRows(ctx context.Context) []row {
+	n := b.cfg.registers
+	b.progress("registering %d volumes one by one...", n)
+	regs, total, err := b.registerVolumes(ctx)
+	rows := []row{
+		samplesRow(rowRegister, "volume register (HTTP → Raft on disk)", kindLatency, n, regs, b.walP50, err),
+		{ID: rowRegisterTotal, Name: fmt.Sprintf("%d sequential registers", n), Kind: kindTotal,
+			Sum: summary{N: n}, Total: total, Floor: time.Duration(n) * b.walP50, Size: n, Err: err},
+	}
+	listName := fmt.Sprintf("volume list (%d volumes)", n)
+	if err != nil {
+		return append(rows, row{ID: rowList, Name: listName, Size: n, Err: errors.New("skipped: the registers failed")})
+	}
+	b.progress("listing %d volumes %d times...", n, b.cfg.lists)
+	lists, err := b.listVolumes(ctx)
+	return append(rows, samplesRow(rowList, listName, kindLatency, n, lists, 0, err))
+}
+
+// oneAllocRows runs the one-alloc job cfg.claims times.
+func (b *bench) oneAllocRows(ctx context.Context) []row {
+	b.progress("one alloc, %d times: claim → published, then stop → claim freed...", b.cfg.claims)
+	pub, freed, err := b.measureOneAlloc(ctx)
+	return []row{
+		samplesRow(rowClaimOne, "claim → NodePublish done, 1 alloc", kindLatency, 1, pub, b.fixed, err),
+		samplesRow(rowStopOne, "stop → claim freed, 1 alloc", kindLatency, 1, freed, b.fixed, err),
+	}
+}
+
+// manyRows starts and stops the job of cfg.many allocs (none with 0).
+func (b *bench) manyRows(ctx context.Context) []row {
+	m := b.cfg.many
+	if m == 0 {
+		return nil
+	}
+	b.progress("%d allocs with a volume each: start them, then stop → claims freed...", m)
+	pub, freed, total, err := b.measureMany(ctx)
+	stop := samplesRow(rowStopMany, fmt.Sprintf("stop → claims freed, %d allocs", m), kindTotal, m, freed, 0, err)
+	stop.Total = total
+	return []row{
+		samplesRow(rowClaimMany, fmt.Sprintf("claim → NodePublish done, %d allocs", m), kindLatency, m, pub, 0, err),
+		stop,
+	}
+}
+
+// samplesRow builds a row of the given size from samples, or a failed row.
+func samplesRow(id, name string, kind rowKind, size int, samples []time.Duration, floor time.Duration, err error) row {
+	x := row{ID: id, Name: name, Kind: kind, Size: size, Floor: floor, Err: err}
+	if err == nil {
+		x.Sum = summarize(samples)
+	}
+	return x
+}
+
+// Names of the jobs, volumes and tasks the bench makes.
+const (
+	pluginJobID = "bench-hostpath"
+	pluginID    = "hostpath"
+	claimJobID  = "bench-claim"
+	claimVolume = "bench-claim"
+	manyJobID   = "bench-many"
+	manyVolume  = "bench-many" // per_alloc: alloc i uses bench-many[i]
+	regPrefix   = "bench-reg-"
+	workTask    = "work"
+)
+
+// startPlugin runs the hostpath plugin as a system job (node mode, its
+// root in the temp dir, this berth binary as its command), waits until it
+// is healthy on the node, and returns the host path of its socket.
+func (b *bench) startPlugin(ctx context.Context) (string, error) {
+	c := b.agent.api
+	root := filepath.Join(b.dir, "hostpath")
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return "", err
+	}
+	if _, _, err := c.Jobs().Register(pluginJob(b.cfg.berth, root, b.agent.nodeID), writeOpts(ctx)); err != nil {
+		return "", fmt.Errorf("registering the plugin job: %w", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, pluginHealthyTimeout)
+	defer cancel()
+	err := poll(wctx, b.agent.done, func() (bool, error) {
+		allocs, _, err := c.Jobs().Allocations(pluginJobID, false, queryOpts(wctx))
+		if err != nil {
+			return false, err
+		}
+		for _, a := range allocs {
+			if a.ClientStatus == api.AllocClientStatusFailed || a.ClientStatus == api.AllocClientStatusLost {
+				return false, errors.New(describeAlloc(a, "plugin"))
+			}
+		}
+		p, _, err := c.CSIPlugins().Info(pluginID, queryOpts(wctx))
+		if err != nil {
+			return false, fmt.Errorf("plugin %q not fingerprinted yet (%v)", pluginID, err)
+		}
+		return p.NodesHealthy >= 1, fmt.Errorf("plugin %q has %d healthy nodes", pluginID, p.NodesHealthy)
+	})
+	if err != nil {
+		return "", fmt.Errorf("waiting for the hostpath plugin (agent log %s):\n%s\n%w", b.agent.logPath, b.agent.logTail(20), err)
+	}
+	// The plugin supervisor's socket: <data_dir>/client/csi/p/<alloc>-<task>/csi.sock.
+	socks, err := filepath.Glob(filepath.Join(b.agent.dataDir, "client", "csi", "p", "*", "csi.sock"))
+	if err != nil || len(socks) != 1 {
+		return "", fmt.Errorf("finding the plugin's socket under %s: found %d (%v)", b.agent.dataDir, len(socks), err)
+	}
+	return socks[0], nil
+}
+
+// registerVolumes registers cfg.registers new volumes one by one and
+// returns each call's latency and the wall time of all of them.
+func (b *bench) registerVolumes(ctx context.Context) ([]time.Duration, time.Duration, error) {
+	c := b.agent.api
+	n := b.cfg.registers
+	samples := make([]time.Duration, 0, n)
+	vols := make([]*api.CSIVolume, n)
+	for i := range vols {
+		vols[i] = benchVolume(fmt.Sprintf("%s%04d", regPrefix, i))
+	}
+	start := time.Now()
+	for _, v := range vols {
+		t := time.Now()
+		if _, err := c.CSIVolumes().Register(v, writeOpts(ctx)); err != nil {
+			return nil, 0, fmt.Errorf("registering volume %s: %w", v.ID, err)
+		}
+		samples = append(samples, time.Since(t))
+	}
+	return samples, time.Since(start), nil
+}
+
+// listVolumes lists all volumes cfg.lists times; there must be exactly the
+// registered ones.
+func (b *bench) listVolumes(ctx context.Context) ([]time.Duration, error) {
+	c := b.agent.api
+	samples := make([]time.Duration, 0, b.cfg.lists)
+	for range b.cfg.lists {
+		t := time.Now()
+		vols, _, err := c.CSIVolumes().List(queryOpts(ctx))
+		d := time.Since(t)
+		if err != nil {
+			return nil, fmt.Errorf("listing volumes: %w", err)
+		}
+		if len(vols) != b.cfg.registers {
+			return nil, fmt.Errorf("the list has %d volumes, want the %d registered", len(vols), b.cfg.registers)
+		}
+		samples = append(samples, d)
+	}
+	return samples, nil
+}
+
+// measureOneAlloc runs the one-alloc job cfg.claims times and returns the
+// claim → published and stop → freed latencies of each run.
+func (b *bench) measureOneAlloc(ctx context.Context) (pub, freed []time.Duration, err error) {
+	if _, err := b.agent.api.CSIVolumes().Register(benchVolume(claimVolume), writeOpts(ctx)); err != nil {
+		return nil, nil, fmt.Errorf("registering volume %s: %w", claimVolume, err)
+	}
+	for i := range b.cfg.claims {
+		p, f, err := b.oneAllocRun(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("run %d of %d: %w", i+1, b.cfg.claims, err)
+		}
+		pub, freed = append(pub, p), append(freed, f)
+	}
+	return pub, freed, nil
+}
+
+// oneAllocRun is one run: register the job, wait for the mount and the
+// running task, stop it, wait for the claim to be freed, purge it.
+func (b *bench) oneAllocRun(ctx context.Context) (pub, freed time.Duration, err error) {
+	c := b.agent.api
+	if _, _, err := c.Jobs().Register(workJob(claimJobID, claimVolume, 1, false), writeOpts(ctx)); err != nil {
+		return 0, 0, fmt.Errorf("registering job %s: %w", claimJobID, err)
+	}
+	mounted, err := b.waitRunning(ctx, claimJobID, 1, oneAllocTimeout)
+	if err != nil {
+		return 0, 0, err
+	}
+	created, err := b.claimTimes(ctx, claimVolume)
+	if err != nil {
+		return 0, 0, err
+	}
+	for allocID, at := range mounted {
+		ct, ok := created[allocID]
+		if !ok {
+			return 0, 0, fmt.Errorf("volume %s has no claim of alloc %s, whose task reported it mounted", claimVolume, allocID)
+		}
+		pub = at.Sub(ct)
+	}
+
+	if _, _, err := c.Jobs().Deregister(claimJobID, false, writeOpts(ctx)); err != nil {
+		return 0, 0, fmt.Errorf("stopping job %s: %w", claimJobID, err)
+	}
+	stopped := time.Now()
+	freedAt, err := b.waitFreed(ctx, claimVolume, 1, oneAllocTimeout)
+	if err != nil {
+		return 0, 0, err
+	}
+	freed = freedAt[claimVolume].Sub(stopped)
+	if _, _, err := c.Jobs().Deregister(claimJobID, true, writeOpts(ctx)); err != nil {
+		return 0, 0, fmt.Errorf("purging job %s: %w", claimJobID, err)
+	}
+	return pub, freed, nil
+}
+
+// measureMany starts one job of cfg.many allocs, each with its own volume,
+// and returns each alloc's claim → published latency, then stops it and
+// returns how long after the stop each volume's claim was freed, and when
+// the last one was.
+func (b *bench) measureMany(ctx context.Context) (pub, freed []time.Duration, total time.Duration, err error) {
+	c := b.agent.api
+	m := b.cfg.many
+	for i := range m {
+		id := fmt.Sprintf("%s[%d]", manyVolume, i)
+		if _, err := c.CSIVolumes().Register(benchVolume(id), writeOpts(ctx)); err != nil {
+			return nil, nil, 0, fmt.Errorf("registering volume %s: %w", id, err)
+		}
+	}
+	if _, _, err := c.Jobs().Register(workJob(manyJobID, manyVolume, m, true), writeOpts(ctx)); err != nil {
+		return nil, nil, 0, fmt.Errorf("registering job %s: %w", manyJobID, err)
+	}
+	mounted, err := b.waitRunning(ctx, manyJobID, m, manyAllocsTimeout)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	for i := range m {
+		id := fmt.Sprintf("%s[%d]", manyVolume, i)
+		created, err := b.claimTimes(ctx, id)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		for allocID, ct := range created {
+			if at, ok := mounted[allocID]; ok {
+				pub = append(pub, at.Sub(ct))
+			}
+		}
+	}
+	if len(pub) != m {
+		return nil, nil, 0, fmt.Errorf("matched %d of %d mounted allocs with their volume's claim", len(pub), m)
+	}
+
+	b.progress("all %d running with their volume mounted; stopping the job...", m)
+	if _, _, err := c.Jobs().Deregister(manyJobID, false, writeOpts(ctx)); err != nil {
+		return nil, nil, 0, fmt.Errorf("stopping job %s: %w", manyJobID, err)
+	}
+	stopped := time.Now()
+	freedAt, err := b.waitFreed(ctx, manyVolume+"[", m, manyAllocsTimeout)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	for _, at := range freedAt {
+		d := at.Sub(stopped)
+		freed = append(freed, d)
+		total = max(total, d)
+	}
+	if _, _, err := c.Jobs().Deregister(manyJobID, true, writeOpts(ctx)); err != nil {
+		return nil, nil, 0, fmt.Errorf("purging job %s: %w", manyJobID, err)
+	}
+	return pub, freed, total, nil
+}
+
+// waitRunning waits, with blocking queries on the job's allocs, until
+// count allocs run their task, and returns when each reported its volume
+// mounted (the task event's time). Stops are timed from a running task,
+// not one still starting. An alloc that fails ends the wait with its
+// story.
+func (b *bench) waitRunning(ctx context.Context, jobID string, count int, timeout time.Duration) (map[string]time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c := b.agent.api
+	var index uint64
+	for {
+		q := &api.QueryOptions{WaitIndex: index, WaitTime: blockingWait}
+		allocs, qm, err := c.Jobs().Allocations(jobID, false, q.WithContext(ctx))
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("waiting for %d allocs of job %s to mount their volume and run: %w", count, jobID, ctx.Err())
+			}
+			return nil, fmt.Errorf("listing the allocs of job %s: %w", jobID, err)
+		}
+		index = qm.LastIndex
+		out := map[string]time.Time{}
+		for _, a := range allocs {
+			if a.ClientStatus == api.AllocClientStatusFailed || a.ClientStatus == api.AllocClientStatusLost {
+				return nil, errors.New(describeAlloc(a, workTask))
+			}
+			at, ok := mountedAt(a.TaskStates, workTask)
+			if st := a.TaskStates[workTask]; ok && st != nil && st.State == api.TaskStateRunning {
+				out[a.ID] = at
+			}
+		}
+		if len(out) >= count {
+			return out, nil
+		}
+	}
+}
+
+// claimTimes returns when each live claim on a volume was created (the
+// leader's stamp at plan apply), by alloc ID.
+func (b *bench) claimTimes(ctx context.Context, volID string) (map[string]time.Time, error) {
+	vol, _, err := b.agent.api.CSIVolumes().Info(volID, queryOpts(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("reading volume %s: %w", volID, err)
+	}
+	out := map[string]time.Time{}
+	for _, cl := range vol.Claims {
+		if cl != nil {
+			out[cl.AllocID] = time.Unix(0, cl.CreateTime)
+		}
+	}
+	return out, nil
+}
+
+// waitFreed waits, with blocking queries on the volume list, until count
+// volumes whose ID starts with prefix have no live claim, and returns when
+// each was first seen so, by volume ID.
+func (b *bench) waitFreed(ctx context.Context, prefix string, count int, timeout time.Duration) (map[string]time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c := b.agent.api
+	freed := map[string]time.Time{}
+	var index uint64
+	for {
+		q := &api.QueryOptions{Prefix: prefix, WaitIndex: index, WaitTime: blockingWait}
+		vols, qm, err := c.CSIVolumes().List(q.WithContext(ctx))
+		now := time.Now()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("waiting for the claims on %d volumes %s* to be freed (%d are): %w", count, prefix, len(freed), ctx.Err())
+			}
+			return nil, fmt.Errorf("listing volumes %s*: %w", prefix, err)
+		}
+		index = qm.LastIndex
+		for _, v := range vols {
+			if _, seen := freed[v.ID]; !seen && v.Claims == 0 {
+				freed[v.ID] = now
+			}
+		}
+		if len(freed) >= count {
+			return freed, nil
+		}
+	}
+}
+
+// loadavg returns the first three fields of /proc/loadavg.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// fsType names the file system path is on.
+func fsType(path string) string {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return "unknown file system"
+	}
+	switch uint32(st.Type) {
+	case unix.EXT4_SUPER_MAGIC:
+		return "ext4"
+	case unix.XFS_SUPER_MAGIC:
+		return "xfs"
+	case unix.BTRFS_SUPER_MAGIC:
+		return "btrfs"
+	case unix.TMPFS_MAGIC:
+		return "tmpfs"
+	case unix.OVERLAYFS_SUPER_MAGIC:
+		return "overlayfs"
+	}
+	return fmt.Sprintf("file system 0x%x", st.Type)
+}
+
+func writeOpts(ctx context.Context) *api.WriteOptions { return (&api.WriteOptions{}).WithContext(ctx) }
+func queryOpts(ctx context.Context) *api.QueryOptions { return (&api.QueryOptions{}).WithContext(ctx) }
