@@ -145,7 +145,8 @@ func (c *Client) failAlloc(a *structs.Allocation, err error) {
 	c.syncer.queue(f)
 }
 
-// stopAllocs stops every alloc in parallel, bounded by the longest kill
+// stopAllocs stops every alloc, workloads in parallel and then the allocs
+// running CSI plugins in parallel, bounded in all by the longest kill
 // timeout plus ShutdownTimeout (DevMode shutdown).
 func (c *Client) stopAllocs() {
 	c.allocLock.RLock()
@@ -157,17 +158,44 @@ func (c *Client) stopAllocs() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), longest+c.cfg.ShutdownTimeout)
 	defer cancel()
-	var wg sync.WaitGroup
+	// Workloads first, then the CSI plugins they mount through: a plugin
+	// stopped first would fail the workloads' unmounts and leave mounts.
+	var workloads, plugins []*allocrunner.Runner
 	for _, r := range runners {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := r.Stop(ctx, "Client is shutting down (dev mode)"); err != nil {
-				c.logger.Warn("stopping alloc failed", "alloc_id", r.ID(), "error", err)
-			}
-		}()
+		if runsCSIPlugin(r.Alloc()) {
+			plugins = append(plugins, r)
+		} else {
+			workloads = append(workloads, r)
+		}
 	}
-	wg.Wait()
+	for _, group := range [][]*allocrunner.Runner{workloads, plugins} {
+		var wg sync.WaitGroup
+		for _, r := range group {
+			wg.Go(func() {
+				if err := r.Stop(ctx, "Client is shutting down (dev mode)"); err != nil {
+					c.logger.Warn("stopping alloc failed", "alloc_id", r.ID(), "error", err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+}
+
+// runsCSIPlugin reports whether an alloc has a task with a csi_plugin.
+func runsCSIPlugin(a *structs.Allocation) bool {
+	if a.Job == nil {
+		return false
+	}
+	tg := a.Job.LookupTaskGroup(a.TaskGroup)
+	if tg == nil {
+		return false
+	}
+	for _, t := range tg.Tasks {
+		if t.CSIPluginConfig != nil {
+			return true
+		}
+	}
+	return false
 }
 
 func maxKillTimeout(a *structs.Allocation) time.Duration {

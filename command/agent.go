@@ -2,9 +2,11 @@ package command
 
 import (
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -23,6 +25,9 @@ type AgentCommand struct {
 	ready chan<- *agent.Agent
 	// stop, when set, stops the agent like a signal would (tests).
 	stop <-chan struct{}
+	// executable, when set, is the berth binary the -dev hostpath plugin
+	// runs instead of os.Executable() (tests: the test binary is not berth).
+	executable string
 }
 
 func (c *AgentCommand) Synopsis() string {
@@ -45,6 +50,13 @@ Options:
   -dev
     Development mode: server and client in one process, in-memory Raft,
     listening on 127.0.0.1 only. -config files still override its defaults.
+    It also runs Berth's hostpath CSI plugin (plugin ID "hostpath",
+    monolith) as the system job "hostpath", from this berth binary, with
+    its volumes under <data-dir>/hostpath (a temporary dir without
+    -data-dir; the agent prints it). Mounting volumes needs root.
+
+  -dev-no-plugin
+    With -dev, do not run the hostpath CSI plugin.
 
   -data-dir=<path>
     Overrides data_dir.
@@ -67,11 +79,12 @@ func (c *AgentCommand) Run(args []string) int {
 	fs.SetOutput(io.Discard)
 	var (
 		configs                 stringList
-		dev                     bool
+		dev, devNoPlugin        bool
 		dataDir, bind, logLevel string
 	)
 	fs.Var(&configs, "config", "")
 	fs.BoolVar(&dev, "dev", false, "")
+	fs.BoolVar(&devNoPlugin, "dev-no-plugin", false, "")
 	fs.StringVar(&dataDir, "data-dir", "", "")
 	fs.StringVar(&bind, "bind", "", "")
 	fs.StringVar(&logLevel, "log-level", "", "")
@@ -81,6 +94,10 @@ func (c *AgentCommand) Run(args []string) int {
 	}
 	if fs.NArg() > 0 {
 		c.ui.Error("Unexpected arguments %q: berth agent takes only flags.", fs.Args())
+		return 1
+	}
+	if devNoPlugin && !dev {
+		c.ui.Error("-dev-no-plugin needs -dev: only a dev agent runs the hostpath plugin.")
 		return 1
 	}
 
@@ -97,6 +114,14 @@ func (c *AgentCommand) Run(args []string) int {
 		cfg = cfg.Merge(fc)
 	}
 	cfg = cfg.Merge(&agent.Config{DataDir: dataDir, BindAddr: bind, LogLevel: logLevel})
+	if dev && !devNoPlugin {
+		dp, err := c.devPluginConfig()
+		if err != nil {
+			c.ui.Error("Error: %v\nRun with -dev-no-plugin to start without the hostpath CSI plugin.", err)
+			return 1
+		}
+		cfg.DevPlugin = dp
+	}
 
 	a, err := agent.NewAgent(cfg, c.ui.Err)
 	if err != nil {
@@ -115,6 +140,13 @@ func (c *AgentCommand) Run(args []string) int {
 	if srv := a.Server(); srv != nil {
 		c.ui.Output("    RPC:      %s", srv.RPCAddr())
 		c.ui.Output("    Data dir: %s", orNone(cfg.DataDir, "<in memory>"))
+	}
+	if root := a.DevPluginRoot(); root != "" {
+		c.ui.Output("    CSI:      plugin %q (monolith) as job %q; volumes under %s",
+			agent.DevPluginID, agent.DevPluginJobID, filepath.Join(root, "volumes"))
+		if err := a.DevPluginMountError(); err != nil {
+			c.ui.Output("    Warning:  volumes cannot be mounted (berth plugin status %s says so too): %v", agent.DevPluginID, err)
+		}
 	}
 	if c.ready != nil {
 		c.ready <- a
@@ -146,6 +178,20 @@ func (c *AgentCommand) Run(args []string) int {
 	}
 	c.ui.Output("==> Agent stopped")
 	return 0
+}
+
+// devPluginConfig is the dev plugin of `agent -dev`: it runs this very
+// executable (c.executable in tests), so the plugin matches the agent.
+func (c *AgentCommand) devPluginConfig() (*agent.DevPluginConfig, error) {
+	exe := c.executable
+	if exe == "" {
+		p, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("finding this executable for the hostpath plugin: %w", err)
+		}
+		exe = p
+	}
+	return &agent.DevPluginConfig{Executable: exe}, nil
 }
 
 func devNote(dev bool) string {

@@ -59,6 +59,12 @@ Options:
     Maximum volumes per node, reported by NodeGetInfo and enforced by
     ControllerPublishVolume. 0 (the default) means no limit.
 
+  -static-volumes
+    Let the controller (monolith and controller modes) publish volumes it
+    did not create, such as a volume registered with 'berth volume
+    register': each is created as an empty directory on first use, as node
+    mode always does. Without it, such volumes are not found.
+
   -topology
     Advertise accessibility constraints with the segment
     ` + hostpath.TopologyKey + `=<node-id>.
@@ -105,6 +111,7 @@ func (c *pluginHostpathCommand) parse(args []string) (hostpath.Config, hclog.Lev
 	fs.Int64Var(&cfg.CapacityBytes, "capacity", 0, "")
 	fs.Int64Var(&cfg.MaxVolumesPerNode, "max-volumes", 0, "")
 	fs.BoolVar(&cfg.Topology, "topology", false, "")
+	fs.BoolVar(&cfg.StaticVolumes, "static-volumes", false, "")
 	fs.StringVar(&logLevel, "log-level", "info", "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

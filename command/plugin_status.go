@@ -115,7 +115,9 @@ func (c *PluginStatusCommand) formatPlugin(p *api.CSIPlugin) string {
 	if len(p.Controllers)+len(p.Nodes) == 0 {
 		b.WriteString("No instances: no allocation runs this plugin, or none has reported yet")
 	} else {
-		rows := [][]string{{"Node ID", "Type", "Alloc ID", "Healthy", "Description", "Updated"}}
+		// Description last: an unhealthy instance's reason can be long (the
+		// plugin's own words), and the columns after it would drift.
+		rows := [][]string{{"Node ID", "Type", "Alloc ID", "Healthy", "Updated", "Description"}}
 		add := func(kind string, m map[string]*api.CSIInfo) {
 			for _, node := range sortedKeys(m) {
 				info := m[node]
@@ -123,7 +125,7 @@ func (c *PluginStatusCommand) formatPlugin(p *api.CSIPlugin) string {
 					continue
 				}
 				rows = append(rows, []string{shortID(node, c.verbose), kind, shortID(info.AllocID, c.verbose),
-					strconv.FormatBool(info.Healthy), oneLine(info.HealthDescription), ageOrTimeT(info.UpdateTime, c.verbose)})
+					strconv.FormatBool(info.Healthy), ageOrTimeT(info.UpdateTime, c.verbose), oneLine(info.HealthDescription)})
 			}
 		}
 		add("controller", p.Controllers)

@@ -4,6 +4,10 @@
 # to a socket in mount_dir; ${node.unique.id} is interpolated by the
 # client.
 #
+# A dev agent (make dev, berth agent -dev) already runs this plugin, as the
+# job "hostpath" from its own binary; this file is for other clusters, and
+# runs the `berth` found on each node's PATH:
+#
 #   berth job run examples/hostpath-plugin.hcl
 #   berth plugin status hostpath
 job "hostpath" {
@@ -15,15 +19,26 @@ job "hostpath" {
 
       config {
         command = "berth"
-        # Node mode: volumes are statically provisioned directories under
-        # -root. (Monolith mode adds a controller, which the servers cannot
-        # reach through clients yet.)
-        args = ["plugin", "hostpath", "-mode", "node", "-root", "/var/lib/berth/hostpath", "-node-id", "${node.unique.id}"]
+        # Monolith mode: one process serves the controller and the node
+        # services. The servers call the controller (through this node's
+        # client) to publish a volume to a node before the node mounts it.
+        # -static-volumes lets volumes registered with `berth volume
+        # register` (not created by the controller) be used: each is an
+        # empty directory under -root, made on first use.
+        #
+        # Plugins that share a -root share their state, so every node of a
+        # one-machine cluster can run this job as it is. Nodes on different
+        # machines cannot share a root; run the plugin in node mode there
+        # (volumes are then statically provisioned on each node), with
+        # type = "node" in csi_plugin below:
+        #
+        #   args = ["plugin", "hostpath", "-mode", "node", "-root", "/var/lib/berth/hostpath", "-node-id", "${node.unique.id}"]
+        args = ["plugin", "hostpath", "-mode", "monolith", "-static-volumes", "-root", "/var/lib/berth/hostpath", "-node-id", "${node.unique.id}"]
       }
 
       csi_plugin {
         id        = "hostpath"
-        type      = "node"
+        type      = "monolith" # "node" with -mode node
         mount_dir = "/csi"
       }
 

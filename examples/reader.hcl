@@ -3,7 +3,7 @@
 # single-node-writer claim.
 #
 #   berth job run examples/reader.hcl
-#   berth alloc logs <alloc id>
+#   berth alloc logs -job reader
 job "reader" {
   type = "batch"
 

@@ -1,7 +1,10 @@
-# A 10 MiB volume from the hostpath plugin (examples/hostpath-plugin.hcl),
-# written by examples/writer.hcl and read by examples/reader.hcl.
+# The "data" volume of the hostpath plugin (the one a dev agent runs, or
+# examples/hostpath-plugin.hcl), written by examples/writer.hcl and read by
+# examples/reader.hcl. Registering it needs nothing from the plugin: the
+# plugin (-static-volumes) creates the volume's directory, empty, when a
+# job first uses it.
 #
-#   berth volume create examples/volume.hcl
+#   berth volume register examples/volume.hcl
 #   berth volume status data
 id        = "data"
 name      = "data"

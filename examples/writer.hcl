@@ -1,7 +1,10 @@
-# Writes /data/hello.txt on the "data" volume (examples/volume.hcl) and
-# exits. The exec driver mounts the volume into the task's chroot.
+# Writes /data/hello.txt on the "data" volume (examples/volume.hcl),
+# prints it and exits; its single-node-writer claim is then released. The
+# exec driver mounts the volume into the task's chroot. The line names the
+# writer's allocation, so the reader's output shows where it came from.
 #
 #   berth job run examples/writer.hcl
+#   berth alloc logs -job writer
 job "writer" {
   type = "batch"
 
@@ -18,7 +21,7 @@ job "writer" {
 
       config {
         command = "/bin/sh"
-        args    = ["-c", "echo hello from berth > /data/hello.txt && cat /data/hello.txt"]
+        args    = ["-c", "echo \"hello from berth, written by alloc $NOMAD_ALLOC_ID\" > /data/hello.txt && cat /data/hello.txt"]
       }
 
       volume_mount {

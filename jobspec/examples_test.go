@@ -35,9 +35,9 @@ var exampleChecks = map[string]func(t *testing.T, path string){
 		must.Nil(t, j.TaskGroups[0].ReschedulePolicy)
 		task := j.TaskGroups[0].Tasks[0]
 		must.Eq(t, "raw_exec", task.Driver)
-		must.Eq[any](t, []interface{}{"plugin", "hostpath", "-mode", "node", "-root", "/var/lib/berth/hostpath", "-node-id", "${node.unique.id}"}, task.Config["args"])
+		must.Eq[any](t, []interface{}{"plugin", "hostpath", "-mode", "monolith", "-static-volumes", "-root", "/var/lib/berth/hostpath", "-node-id", "${node.unique.id}"}, task.Config["args"])
 		must.Eq(t, api.TaskCSIPluginConfig{
-			ID: "hostpath", Type: api.CSIPluginTypeNode, MountDir: "/csi",
+			ID: "hostpath", Type: api.CSIPluginTypeMonolith, MountDir: "/csi",
 			StagePublishBaseDir: "/local/csi", HealthTimeout: 30 * time.Second,
 		}, *task.CSIPluginConfig)
 	},

@@ -25,6 +25,8 @@ type Agent struct {
 	server *nomad.Server
 	client *client.Client
 	http   *HTTPServer
+	// devPlugin is set when the agent runs the dev plugin (dev_plugin.go).
+	devPlugin *devPlugin
 }
 
 // NewAgent validates the config and starts the server (if enabled) and the
@@ -55,6 +57,12 @@ func NewAgent(cfg *Config, logOutput io.Writer) (*Agent, error) {
 	// the HTTP address (alloc logs are served there).
 	if cfg.ClientEnabled() {
 		if err := a.setupClient(); err != nil {
+			a.Shutdown()
+			return nil, err
+		}
+	}
+	if cfg.DevMode && cfg.DevPlugin != nil && a.server != nil && a.client != nil {
+		if err := a.startDevPlugin(); err != nil {
 			a.Shutdown()
 			return nil, err
 		}
@@ -122,6 +130,7 @@ func (a *Agent) Shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	var errs []error
+	a.stopDevPlugin(ctx)
 	if a.http != nil {
 		// In-flight requests get a short grace; blocking queries would
 		// otherwise hold shutdown for their whole wait (up to 5 minutes).
@@ -135,5 +144,6 @@ func (a *Agent) Shutdown() error {
 	if a.server != nil {
 		errs = append(errs, a.server.Shutdown())
 	}
+	a.removeDevPluginRoot()
 	return errors.Join(errs...)
 }

@@ -63,6 +63,7 @@ func (a *Agent) setupClient() error {
 		Logger:  logger,
 		DevMode: cfg.DevMode,
 	}
+	cc.DisconnectDeadline = cfg.Client.DisconnectDeadlineOrDefault()
 	if ip := net.ParseIP(cfg.BindAddr); ip != nil && !ip.IsUnspecified() {
 		cc.NetworkIP = ip.String()
 	}

@@ -11,6 +11,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
 )
 
 // Config is the agent configuration file (HCL2). Every field is optional
@@ -32,6 +34,10 @@ type Config struct {
 
 	// DevMode is set by -dev, never by a file.
 	DevMode bool
+	// DevPlugin, with DevMode, runs Berth's hostpath CSI plugin as the
+	// system job "hostpath" (dev_plugin.go). `agent -dev` sets it unless
+	// -dev-no-plugin is given; never a file.
+	DevPlugin *DevPluginConfig
 }
 
 // Ports are the agent's listening ports.
@@ -74,7 +80,85 @@ type ClientConfig struct {
 	Servers   []string          `hcl:"servers,optional"`
 	NodeClass string            `hcl:"node_class,optional"`
 	Meta      map[string]string `hcl:"meta,optional"`
+
+	// DisconnectDeadline is `disconnect_deadline = "5m"`: once the client
+	// has not reached the servers for this long, it has stopped every
+	// alloc it runs that uses CSI volumes, and the servers may free the volume claims of the
+	// down node's allocs without fencing (client.Config). "0" turns it
+	// off. Nil takes DefaultDisconnectDeadline.
+	DisconnectDeadline *time.Duration
+	// DisconnectDeadlineHCL is disconnect_deadline as written; ParseConfig
+	// reads it into DisconnectDeadline.
+	DisconnectDeadlineHCL hcl.Expression `hcl:"disconnect_deadline,optional"`
 }
+
+// DefaultDisconnectDeadline is the client's disconnect deadline unless
+// client.disconnect_deadline says otherwise, dev agents included.
+//
+// Liveness wants it on: without it, a node that crashed or was cut off
+// holds its single-writer volumes until a controller fences it or an
+// operator runs 'volume detach -force'; with it, they are free 5 minutes
+// after the servers marked the node down. Safety holds because the client
+// keeps the promise: it stops its allocs that use CSI volumes (and
+// unpublishes them) before 5 minutes without contact have passed — at about 4m30s with the
+// default kill timeout — takes the promise back when it shuts down
+// cleanly and leaves its tasks running, and after a restart stops at once
+// the allocs it finds if it has been out of contact that long. What it
+// cannot cover is a client agent that dies without shutting down while
+// its tasks keep running: run it under a supervisor that restarts it, or
+// set "0" where a claim must never be freed on a timer. Five minutes is
+// far longer than a heartbeat TTL or a leader election, so a short outage
+// never stops an alloc.
+const DefaultDisconnectDeadline = 5 * time.Minute
+
+// DisconnectDeadlineOrDefault is the deadline the client promises.
+func (c *ClientConfig) DisconnectDeadlineOrDefault() time.Duration {
+	if c.DisconnectDeadline == nil {
+		return DefaultDisconnectDeadline
+	}
+	return *c.DisconnectDeadline
+}
+
+// decodeDurations reads the duration settings written as strings ("5m"),
+// with the file and line of a bad one.
+func (c *ClientConfig) decodeDurations() hcl.Diagnostics {
+	d, diags := durationAttr("disconnect_deadline", c.DisconnectDeadlineHCL)
+	if d != nil {
+		c.DisconnectDeadline = d
+	}
+	return diags
+}
+
+// durationAttr reads a duration attribute: nil when it is not set.
+func durationAttr(name string, expr hcl.Expression) (*time.Duration, hcl.Diagnostics) {
+	if expr == nil {
+		return nil, nil
+	}
+	v, diags := expr.Value(nil)
+	if diags.HasErrors() || v.IsNull() {
+		return nil, diags
+	}
+	bad := func(detail string) hcl.Diagnostics {
+		return hcl.Diagnostics{{
+			Severity: hcl.DiagError, Summary: "Invalid duration",
+			Detail: fmt.Sprintf("%s: %s; write a duration like \"5m\" or \"90s\"", name, detail), Subject: expr.Range().Ptr(),
+		}}
+	}
+	s, err := convert.Convert(v, cty.String)
+	if err != nil || !s.IsKnown() {
+		return nil, bad("a string is required")
+	}
+	d, err := time.ParseDuration(s.AsString())
+	switch {
+	case err != nil:
+		return nil, bad(fmt.Sprintf("%q is not a duration", s.AsString()))
+	case d < 0:
+		return nil, bad(fmt.Sprintf("%q is negative", s.AsString()))
+	}
+	return &d, nil
+}
+
+func durationPtr(d time.Duration) *time.Duration { return &d }
 
 // PluginConfig is a `plugin "raw_exec" { config { ... } }` block.
 type PluginConfig struct {
@@ -96,7 +180,7 @@ func DefaultConfig() *Config {
 		Ports:      &Ports{HTTP: intPtr(4646), RPC: intPtr(4647)},
 		Advertise:  &AdvertiseConfig{},
 		Server:     &ServerConfig{Enabled: boolPtr(false)},
-		Client:     &ClientConfig{Enabled: boolPtr(false)},
+		Client:     &ClientConfig{Enabled: boolPtr(false), DisconnectDeadline: durationPtr(DefaultDisconnectDeadline)},
 	}
 }
 
@@ -108,7 +192,7 @@ func DevConfig() *Config {
 	c.BindAddr = "127.0.0.1"
 	c.LogLevel = "INFO"
 	c.Server = &ServerConfig{Enabled: boolPtr(true), BootstrapExpect: 1}
-	c.Client = &ClientConfig{Enabled: boolPtr(true)}
+	c.Client = &ClientConfig{Enabled: boolPtr(true), DisconnectDeadline: durationPtr(DefaultDisconnectDeadline)}
 	return c
 }
 
@@ -132,6 +216,11 @@ func ParseConfig(filename string, src []byte) (*Config, error) {
 	var c Config
 	if diags := gohcl.DecodeBody(f.Body, nil, &c); diags.HasErrors() {
 		return nil, diagError(diags, src)
+	}
+	if c.Client != nil {
+		if diags := c.Client.decodeDurations(); diags.HasErrors() {
+			return nil, diagError(diags, src)
+		}
 	}
 	return &c, nil
 }
@@ -231,6 +320,9 @@ func (c *Config) Merge(o *Config) *Config {
 		}
 		if o.Client.Meta != nil {
 			cl.Meta = o.Client.Meta
+		}
+		if o.Client.DisconnectDeadline != nil {
+			cl.DisconnectDeadline = o.Client.DisconnectDeadline
 		}
 		out.Client = &cl
 	}

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/shoenig/test/must"
 )
@@ -103,4 +104,51 @@ func TestParseConfigFile_Examples(t *testing.T) {
 	}
 	_, err = ParseConfigFile(filepath.Join(t.TempDir(), "missing.hcl"))
 	must.ErrorIs(t, err, os.ErrNotExist)
+}
+
+func TestParseConfig_DisconnectDeadline(t *testing.T) {
+	cases := []struct {
+		name, src string
+		want      time.Duration
+	}{
+		{"default", "client {\n  enabled = true\n}\n", DefaultDisconnectDeadline},
+		{"set", "client {\n  disconnect_deadline = \"90s\"\n}\n", 90 * time.Second},
+		{"off", "client {\n  disconnect_deadline = \"0\"\n}\n", 0},
+		{"off as a number", "client {\n  disconnect_deadline = 0\n}\n", 0},
+		{"no client block", "", DefaultDisconnectDeadline},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := ParseConfig("agent.hcl", []byte(tc.src))
+			must.NoError(t, err)
+			merged := DefaultConfig().Merge(c)
+			must.Eq(t, tc.want, merged.Client.DisconnectDeadlineOrDefault())
+			must.Eq(t, tc.want, DevConfig().Merge(c).Client.DisconnectDeadlineOrDefault(), must.Sprint("dev agents too"))
+		})
+	}
+	must.Eq(t, DefaultDisconnectDeadline, (&ClientConfig{}).DisconnectDeadlineOrDefault())
+
+	errs := []struct {
+		name, src, want string
+	}{
+		{"bad unit", "client {\n  disconnect_deadline = \"5x\"\n}\n",
+			"agent.hcl:2,25: Invalid duration; disconnect_deadline: \"5x\" is not a duration; write a duration like \"5m\" or \"90s\"\n    2 |   disconnect_deadline = \"5x\""},
+		{"no unit", "client {\n  disconnect_deadline = 300\n}\n", `agent.hcl:2,25: Invalid duration; disconnect_deadline: "300" is not a duration`},
+		{"negative", "client {\n  disconnect_deadline = \"-1m\"\n}\n", `agent.hcl:2,25: Invalid duration; disconnect_deadline: "-1m" is negative`},
+		{"not a string", "client {\n  disconnect_deadline = [\"5m\"]\n}\n", `agent.hcl:2,25: Invalid duration; disconnect_deadline: a string is required`},
+	}
+	for _, tc := range errs {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseConfig("agent.hcl", []byte(tc.src))
+			must.Error(t, err)
+			must.StrContains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+// TestAgent_ClientPromisesDisconnectDeadline: the agent's client puts the
+// deadline into the node it registers.
+func TestAgent_ClientPromisesDisconnectDeadline(t *testing.T) {
+	a := newDevAgent(t)
+	must.Eq(t, DefaultDisconnectDeadline, a.client.Node().DisconnectDeadline)
 }

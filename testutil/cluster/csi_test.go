@@ -21,7 +21,17 @@ import (
 // job task with csi_plugin, a workload exec task writes to /data of its
 // volume, the file lands in the volume's directory on the host, and once
 // the job is done the claim is freed and no mount is left behind.
+//
+// It runs twice: with the plugin in node mode, and as a monolith, whose
+// claims the servers ControllerPublish and ControllerUnpublish through the
+// client's node session.
 func TestCSI_HostpathPluginTaskAndExecWorkload(t *testing.T) {
+	for _, mode := range []string{"node", "monolith"} {
+		t.Run(mode, func(t *testing.T) { testHostpathPluginTask(t, mode) })
+	}
+}
+
+func testHostpathPluginTask(t *testing.T, mode string) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the plugin makes bind mounts and exec builds a chroot")
 	}
@@ -29,7 +39,11 @@ func TestCSI_HostpathPluginTaskAndExecWorkload(t *testing.T) {
 	root := t.TempDir()
 
 	s := NewServer(t, nil)
-	dataDir := t.TempDir()
+	// Not t.TempDir(): its name grows with the subtest's, and the plugin
+	// socket under it must fit in 107 bytes.
+	dataDir, err := os.MkdirTemp("", "csi")
+	must.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dataDir) })
 	c := NewClient(t, s, "csi-client", func(cfg *client.Config) {
 		cfg.DataDir = dataDir
 		cfg.Drivers = builtin.Drivers(cfg.Logger, filepath.Join(dataDir, "client", "drivers"))
@@ -41,10 +55,11 @@ func TestCSI_HostpathPluginTaskAndExecWorkload(t *testing.T) {
 		Name: "plugin", Driver: "raw_exec",
 		Config: map[string]any{
 			"command": berth,
-			"args":    []any{"plugin", "hostpath", "-mode", "node", "-root", root, "-node-id", c.NodeID()},
+			"args": []any{"plugin", "hostpath", "-mode", mode, "-static-volumes=" + fmt.Sprint(mode != "node"),
+				"-root", root, "-node-id", c.NodeID()},
 		},
 		CSIPluginConfig: &structs.TaskCSIPluginConfig{
-			ID: "hostpath", Type: structs.CSIPluginTypeNode, MountDir: "/csi",
+			ID: "hostpath", Type: structs.CSIPluginType(mode), MountDir: "/csi",
 			StagePublishBaseDir: "/local/csi", HealthTimeout: 30 * time.Second,
 		},
 		Resources:   &structs.Resources{CPU: 100, MemoryMB: 64},
@@ -56,7 +71,13 @@ func TestCSI_HostpathPluginTaskAndExecWorkload(t *testing.T) {
 		if err != nil || p == nil {
 			return false, fmt.Errorf("plugin not fingerprinted yet (%v)", err)
 		}
-		return p.NodesHealthy == 1, fmt.Errorf("plugin has %d healthy nodes", p.NodesHealthy)
+		wantControllers := 0
+		if mode != "node" {
+			wantControllers = 1
+		}
+		return p.NodesHealthy == 1 && p.ControllersHealthy == wantControllers && p.ControllerRequired == (mode != "node"),
+			fmt.Errorf("plugin has %d healthy nodes, %d healthy controllers, controller required %t",
+				p.NodesHealthy, p.ControllersHealthy, p.ControllerRequired)
 	})
 
 	vol := &structs.CSIVolume{
@@ -100,7 +121,16 @@ func TestCSI_HostpathPluginTaskAndExecWorkload(t *testing.T) {
 		if len(v.Claims) > 0 || len(v.PastClaims) != 1 {
 			return false, fmt.Errorf("volume has %d live and %d past claims", len(v.Claims), len(v.PastClaims))
 		}
-		return v.PastClaims[0].Step == structs.CSIClaimFreed, fmt.Errorf("past claim step %s", v.PastClaims[0].Step)
+		past := v.PastClaims[0]
+		if past.Step != structs.CSIClaimFreed {
+			return false, fmt.Errorf("past claim step %s", past.Step)
+		}
+		// A monolith's claim carries the publish context its controller
+		// returned (hostpath names the node), so ControllerPublish ran.
+		if mode != "node" && past.PublishContext["node_id"] != c.NodeID() {
+			return false, fmt.Errorf("claim has publish context %v: no ControllerPublish through the client", past.PublishContext)
+		}
+		return true, nil
 	})
 	// No staging or publish mount of the client is left behind.
 	testutil.WaitForResult(t, func() (bool, error) {

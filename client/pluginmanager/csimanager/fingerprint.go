@@ -1,8 +1,12 @@
 package csimanager
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/berth-io/berth/client/dynamicplugins"
 	"github.com/berth-io/berth/nomad/structs"
@@ -67,26 +71,26 @@ func buildInfo(typ string, p *dynamicplugins.PluginInfo, r *probeResult, now int
 		info.NodeInfo = ni
 		switch {
 		case r.NodeInfo == nil:
-			problem = fmt.Errorf("NodeGetInfo failed: %w", orUnknown(r.NodeInfoErr))
+			problem = fmt.Errorf("NodeGetInfo failed: %s", plainErr(orUnknown(r.NodeInfoErr)))
 		case r.NodeCaps == nil:
-			problem = fmt.Errorf("NodeGetCapabilities failed: %w", orUnknown(r.NodeCapsErr))
+			problem = fmt.Errorf("NodeGetCapabilities failed: %s", plainErr(orUnknown(r.NodeCapsErr)))
 		}
 	case dynamicplugins.PluginTypeCSIController:
 		ci := &structs.CSIControllerInfo{}
 		if r.ControllerCaps != nil {
 			r.ControllerCaps.Fill(ci)
 		} else {
-			problem = fmt.Errorf("ControllerGetCapabilities failed: %w", orUnknown(r.ControllerCapsErr))
+			problem = fmt.Errorf("ControllerGetCapabilities failed: %s", plainErr(orUnknown(r.ControllerCapsErr)))
 		}
 		info.ControllerInfo = ci
 	}
 	switch {
 	case r.ProbeErr != nil:
-		info.HealthDescription = fmt.Sprintf("probe failed: %v", r.ProbeErr)
+		info.HealthDescription = fmt.Sprintf("probe failed: %s", plainErr(r.ProbeErr))
 	case !r.Ready:
 		info.HealthDescription = "plugin says it is not ready"
 	case r.PluginCaps == nil:
-		info.HealthDescription = fmt.Sprintf("GetPluginCapabilities failed: %v", orUnknown(r.PluginCapsErr))
+		info.HealthDescription = fmt.Sprintf("GetPluginCapabilities failed: %s", plainErr(orUnknown(r.PluginCapsErr)))
 	case problem != nil:
 		info.HealthDescription = problem.Error()
 	default:
@@ -94,6 +98,20 @@ func buildInfo(typ string, p *dynamicplugins.PluginInfo, r *probeResult, now int
 		info.HealthDescription = "healthy"
 	}
 	return info
+}
+
+// plainErr is a failed RPC as operators read it in a health description:
+// when the plugin answered with a gRPC status, its code and its own words
+// ("FailedPrecondition: hostpath: not running as root ..."), without the
+// wrappers' "csi NodeGetInfo: rpc error: code = ... desc = ...".
+func plainErr(err error) string {
+	var st interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &st) {
+		if s := st.GRPCStatus(); s != nil && s.Code() != codes.OK {
+			return fmt.Sprintf("%s: %s", s.Code(), s.Message())
+		}
+	}
+	return err.Error()
 }
 
 func orUnknown(err error) error {

@@ -65,6 +65,20 @@ type Config struct {
 	// Topology makes the plugin advertise VOLUME_ACCESSIBILITY_CONSTRAINTS
 	// and report the segment TopologyKey=NodeID. Off by default.
 	Topology bool
+	// StaticVolumes lets the controller (monolith and controller modes)
+	// publish a volume it did not create: one an operator registered with
+	// the CO by an ID of their choosing. Its directory is created, empty,
+	// on the first ControllerPublishVolume, as node mode does on the first
+	// NodeStageVolume. Off by default: a CSI controller answers NotFound for
+	// a volume it does not know.
+	StaticVolumes bool
+	// CanMount reports whether this process can make bind mounts; nil means
+	// CheckMountPrivileges. When it cannot, the Node service still serves,
+	// but NodeGetInfo fails with FailedPrecondition and the error's text, so
+	// that the CO shows the node plugin unhealthy and why. (Probe stays
+	// ready: a CO that waits for Probe would otherwise never ask the plugin
+	// anything and could not say what is wrong.)
+	CanMount func() error
 	Logger   hclog.Logger
 }
 

@@ -14,7 +14,8 @@ const publishContextNodeID = "node_id"
 
 // ControllerPublishVolume records that the volume is attached to a node. It
 // enforces the access mode across nodes (see checkConflict) and the node's
-// maximum number of volumes.
+// maximum number of volumes. With Config.StaticVolumes, an unknown volume
+// is created empty (a static volume) instead of being NotFound.
 func (s *controllerServer) ControllerPublishVolume(ctx context.Context, req *csi.ControllerPublishVolumeRequest) (*csi.ControllerPublishVolumeResponse, error) {
 	id, nodeID := req.GetVolumeId(), req.GetNodeId()
 	if id == "" {
@@ -30,12 +31,21 @@ func (s *controllerServer) ControllerPublishVolume(ctx context.Context, req *csi
 	readonly := req.GetReadonly()
 	err = s.p.store.update(ctx, true, func(tx *txn) error {
 		v := tx.Volumes[id]
-		if v == nil {
+		if v == nil && !s.p.cfg.StaticVolumes {
 			return status.Errorf(codes.NotFound, "controller publish volume %q: volume does not exist", id)
 		}
 		node := tx.Nodes[nodeID]
 		if node == nil {
 			return status.Errorf(codes.NotFound, "controller publish volume %q: node %q is unknown: no node plugin with that ID has served from %s", id, nodeID, s.p.cfg.Root)
+		}
+		if v == nil {
+			// Config.StaticVolumes: an operator registered the volume with
+			// the CO without creating it here.
+			sv, err := s.p.staticVolume("controller publish volume", id)
+			if err != nil {
+				return err
+			}
+			v = sv
 		}
 		if a, ok := v.attachment(nodeID); ok {
 			if a.Mode != mode || a.Readonly != readonly {

@@ -252,6 +252,14 @@ func (s *controllerServer) ValidateVolumeCapabilities(ctx context.Context, req *
 	var params map[string]string
 	err := s.p.store.read(ctx, func(st *State) error {
 		v := st.Volumes[id]
+		if v == nil && s.p.cfg.StaticVolumes {
+			// A static volume is created on its first publish; every
+			// capability parseCapability accepts is supported.
+			if err := validID(id); err != nil {
+				return status.Errorf(codes.NotFound, "validate volume capabilities %q: volume does not exist, and %v", id, err)
+			}
+			return nil
+		}
 		if v == nil {
 			return status.Errorf(codes.NotFound, "validate volume capabilities %q: volume does not exist", id)
 		}

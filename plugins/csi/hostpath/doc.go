@@ -25,6 +25,10 @@
 //	                                                                              │
 //	DeleteVolume ◄── ControllerUnpublish(node) ◄── NodeUnstage ◄──────── NodeUnpublish
 //
+// A volume the CO registered without CreateVolume (statically provisioned)
+// starts at ControllerPublish with Config.StaticVolumes, or at NodeStage in
+// node mode: its directory is created empty on that first use.
+//
 // Every step is idempotent, and each step refuses to run out of order
 // (NodePublish before NodeStage, NodeUnstage while published, NodeStage of a
 // controller-created volume that is not controller-published to the node), so

@@ -42,6 +42,8 @@ func (s *identityServer) GetPluginCapabilities(context.Context, *csi.GetPluginCa
 }
 
 // Probe reports ready: New has loaded the state before anything is served.
+// A plugin that cannot mount is ready too; NodeGetInfo says why it cannot
+// serve volumes (see Config.CanMount).
 func (s *identityServer) Probe(context.Context, *csi.ProbeRequest) (*csi.ProbeResponse, error) {
 	return &csi.ProbeResponse{Ready: wrapperspb.Bool(true)}, nil
 }

@@ -37,7 +37,13 @@ func (s *nodeServer) NodeGetCapabilities(context.Context, *csi.NodeGetCapabiliti
 	return &csi.NodeGetCapabilitiesResponse{Capabilities: caps}, nil
 }
 
+// NodeGetInfo fails with FailedPrecondition, saying why, when the plugin
+// cannot make bind mounts (see Config.CanMount): the CO then shows the node
+// plugin unhealthy with that reason and places no volume here.
 func (s *nodeServer) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
+	if err := s.p.mountErr; err != nil {
+		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	}
 	resp := &csi.NodeGetInfoResponse{
 		NodeId:            s.p.cfg.NodeID,
 		MaxVolumesPerNode: s.p.cfg.MaxVolumesPerNode,
@@ -54,8 +60,9 @@ func (s *nodeServer) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi
 // statically provisioned, registered with the CO by an operator under an ID
 // of their choosing. So in node mode an unknown volume ID is created here,
 // on first use, as an empty directory (and recorded as Static). A plugin
-// that serves the controller creates volumes with CreateVolume, and an
-// unknown ID is NotFound.
+// that serves the controller creates volumes with CreateVolume, or with
+// Config.StaticVolumes on the first ControllerPublishVolume, and an unknown
+// ID here is NotFound.
 func (s *nodeServer) nodeVolume(tx *txn, op, id string) (*Volume, error) {
 	if v := tx.Volumes[id]; v != nil {
 		return v, nil
@@ -63,17 +70,25 @@ func (s *nodeServer) nodeVolume(tx *txn, op, id string) (*Volume, error) {
 	if s.p.cfg.Mode != ModeNode {
 		return nil, status.Errorf(codes.NotFound, "%s %q: volume does not exist", op, id)
 	}
+	return s.p.staticVolume(op, id)
+}
+
+// staticVolume creates the directory of a statically provisioned volume
+// the plugin is asked to use for the first time, and returns the volume to
+// record (the caller puts it, with its first use, in the same txn). Call
+// it with the state lock held.
+func (p *Plugin) staticVolume(op, id string) (*Volume, error) {
 	if err := validID(id); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "%s %q: cannot create a static volume: %v", op, id, err)
 	}
-	dir := s.p.volumeDir(id)
+	dir := p.volumeDir(id)
 	if err := os.Mkdir(dir, volumeDirMode); err != nil && !os.IsExist(err) {
 		return nil, fmt.Errorf("creating static volume directory: %w", err)
 	}
 	if err := os.Chmod(dir, volumeDirMode); err != nil {
 		return nil, fmt.Errorf("creating static volume directory: %w", err)
 	}
-	s.p.log.Info("created static volume on first use", "volume_id", id, "path", dir)
+	p.log.Info("created static volume on first use", "volume_id", id, "path", dir)
 	return &Volume{ID: id, Static: true, CreatedAt: time.Now().UTC()}, nil
 }
 

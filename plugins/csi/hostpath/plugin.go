@@ -41,6 +41,9 @@ type Plugin struct {
 	store        *store
 	volumesDir   string
 	snapshotsDir string
+	// mountErr, when set, is why this process cannot make bind mounts
+	// (Config.CanMount, asked once in New): NodeGetInfo reports it.
+	mountErr error
 }
 
 // New opens (creating if needed) the root directory and its state, and, when
@@ -55,6 +58,15 @@ func New(ctx context.Context, cfg Config) (*Plugin, error) {
 		log:          cfg.Logger,
 		volumesDir:   filepath.Join(cfg.Root, volumesDirName),
 		snapshotsDir: filepath.Join(cfg.Root, snapshotsDirName),
+	}
+	if cfg.Mode.servesNode() {
+		canMount := cfg.CanMount
+		if canMount == nil {
+			canMount = CheckMountPrivileges
+		}
+		if p.mountErr = canMount(); p.mountErr != nil {
+			p.log.Warn("cannot mount volumes; the node service reports unhealthy", "error", p.mountErr)
+		}
 	}
 	for _, d := range []string{p.volumesDir, p.snapshotsDir} {
 		if err := os.MkdirAll(d, 0o750); err != nil {
