@@ -277,18 +277,23 @@ func (s *Server) watchCapacity(ctx context.Context, sc *scheduling) {
 	}
 }
 
-// capacityView is what watchCapacity remembers between passes.
+// capacityView is what watchCapacity remembers between passes: the table
+// indexes and the snapshot they were read from.
 type capacityView struct {
 	allocs, volumes, plugins uint64 // table indexes
-	vols                     map[volumeKey]*structs.CSIVolume
+	snap                     *state.StateSnapshot
 }
 
+// volumeKey names a volume across namespaces.
 type volumeKey struct{ ns, id string }
 
 func (v *capacityView) index() uint64 { return max(v.allocs, v.volumes, v.plugins) }
 
 // readCapacity reads the current view and whether capacity grew since
-// prev (always, on the first pass). When allocs changed it scans them
+// prev (always, on the first pass). Only what changed since prev is
+// compared: volumes whose ModifyIndex passed prev's volumes index, each
+// against its version in prev's snapshot (a register of N volumes would
+// otherwise cost N² over the N writes). When allocs changed it scans them
 // for ones stopped since prev: linear in the allocs table, once per
 // allocs write (a ModifyIndex index in the store would make it cheaper).
 func readCapacity(store *state.StateStore, prev *capacityView) (*capacityView, bool, error) {
@@ -296,7 +301,7 @@ func readCapacity(store *state.StateStore, prev *capacityView) (*capacityView, b
 	if err != nil {
 		return nil, false, err
 	}
-	cur := &capacityView{vols: map[volumeKey]*structs.CSIVolume{}}
+	cur := &capacityView{snap: snap}
 	for _, t := range []struct {
 		table string
 		out   *uint64
@@ -305,19 +310,27 @@ func readCapacity(store *state.StateStore, prev *capacityView) (*capacityView, b
 			return nil, false, err
 		}
 	}
-	iter, err := snap.CSIVolumes(nil, structs.AllNamespaces)
-	if err != nil {
-		return nil, false, err
-	}
-	for raw := iter.Next(); raw != nil; raw = iter.Next() {
-		v := raw.(*structs.CSIVolume)
-		cur.vols[volumeKey{v.Namespace, v.ID}] = v
-	}
-	if prev == nil {
+	if prev == nil || cur.plugins > prev.plugins {
 		return cur, true, nil
 	}
-	if cur.plugins > prev.plugins || volumesGrew(prev.vols, cur.vols) {
-		return cur, true, nil
+	if cur.volumes > prev.volumes {
+		iter, err := snap.CSIVolumes(nil, structs.AllNamespaces)
+		if err != nil {
+			return nil, false, err
+		}
+		for raw := iter.Next(); raw != nil; raw = iter.Next() {
+			v := raw.(*structs.CSIVolume)
+			if v.ModifyIndex <= prev.volumes {
+				continue
+			}
+			old, err := prev.snap.CSIVolumeByID(nil, v.Namespace, v.ID)
+			if err != nil {
+				return nil, false, err
+			}
+			if volumeGrew(old, v) {
+				return cur, true, nil
+			}
+		}
 	}
 	if cur.allocs > prev.allocs {
 		iter, err := snap.Allocs(nil)
@@ -334,26 +347,24 @@ func readCapacity(store *state.StateStore, prev *capacityView) (*capacityView, b
 	return cur, false, nil
 }
 
-// volumesGrew reports whether a volume appeared, became ready, changed
-// what it offers, or lost a claim between prev and cur. Stored volumes
-// are immutable, so an unchanged pointer means an unchanged volume.
-func volumesGrew(prev, cur map[volumeKey]*structs.CSIVolume) bool {
-	for key, v := range cur {
-		p := prev[key]
-		switch {
-		case p == nil:
-			return true
-		case p == v:
-			continue
-		case p.State != v.State,
-			!reflect.DeepEqual(p.RequestedCapabilities, v.RequestedCapabilities),
-			!reflect.DeepEqual(p.Topologies, v.Topologies):
-			return true
-		}
-		for allocID := range p.Claims {
-			if v.Claims[allocID] == nil {
-				return true // freed
-			}
+// volumeGrew reports whether volume cur offers more than its previous
+// version p (nil when it is new): it appeared, became ready, changed what
+// it offers, or lost a claim. Stored volumes are immutable, so the same
+// pointer means an unchanged volume.
+func volumeGrew(p, cur *structs.CSIVolume) bool {
+	switch {
+	case p == nil:
+		return true
+	case p == cur:
+		return false
+	case p.State != cur.State,
+		!reflect.DeepEqual(p.RequestedCapabilities, cur.RequestedCapabilities),
+		!reflect.DeepEqual(p.Topologies, cur.Topologies):
+		return true
+	}
+	for allocID := range p.Claims {
+		if cur.Claims[allocID] == nil {
+			return true // freed
 		}
 	}
 	return false

@@ -84,37 +84,37 @@ func TestBlockedEvals_OnePerJob(t *testing.T) {
 	must.Eq(t, 0, b.Len())
 }
 
-func TestVolumesGrew(t *testing.T) {
+func TestVolumeGrew(t *testing.T) {
 	claim := &structs.CSIVolumeClaim{AllocID: "a1", Step: structs.CSIClaimTaken}
 	base := &structs.CSIVolume{ID: "v", State: structs.CSIVolumeStateReady, Claims: map[string]*structs.CSIVolumeClaim{"a1": claim}}
-	with := func(edit func(v *structs.CSIVolume)) map[volumeKey]*structs.CSIVolume {
+	with := func(edit func(v *structs.CSIVolume)) *structs.CSIVolume {
 		v := base.Copy()
 		edit(v)
-		return map[volumeKey]*structs.CSIVolume{{"default", "v"}: v}
+		return v
 	}
-	prev := map[volumeKey]*structs.CSIVolume{{"default", "v"}: base}
 	cases := []struct {
 		name string
-		cur  map[volumeKey]*structs.CSIVolume
+		prev *structs.CSIVolume
+		cur  *structs.CSIVolume
 		want bool
 	}{
-		{"unchanged", prev, false},
-		{"new volume", map[volumeKey]*structs.CSIVolume{{"default", "v"}: base, {"default", "w"}: base}, true},
-		{"claim freed", with(func(v *structs.CSIVolume) { delete(v.Claims, "a1") }), true},
-		{"claim added", with(func(v *structs.CSIVolume) { v.Claims["a2"] = claim }), false},
-		{"claim step moved", with(func(v *structs.CSIVolume) {
+		{"unchanged", base, base, false},
+		{"new volume", nil, base, true},
+		{"claim freed", base, with(func(v *structs.CSIVolume) { delete(v.Claims, "a1") }), true},
+		{"claim added", base, with(func(v *structs.CSIVolume) { v.Claims["a2"] = claim }), false},
+		{"claim step moved", base, with(func(v *structs.CSIVolume) {
 			c := claim.Copy()
 			c.Step = structs.CSIClaimNodeDetached
 			v.Claims["a1"] = c
 		}), false},
-		{"topology changed", with(func(v *structs.CSIVolume) {
+		{"topology changed", base, with(func(v *structs.CSIVolume) {
 			v.Topologies = []*structs.CSITopology{{Segments: map[string]string{"zone": "a"}}}
 		}), true},
-		{"volume deleted", map[volumeKey]*structs.CSIVolume{}, false},
+		{"became ready", with(func(v *structs.CSIVolume) { v.State = structs.CSIVolumeStateCreating }), base, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			must.Eq(t, tc.want, volumesGrew(prev, tc.cur))
+			must.Eq(t, tc.want, volumeGrew(tc.prev, tc.cur))
 		})
 	}
 }

@@ -14,7 +14,7 @@ import (
 )
 
 // newDevAgent starts a -dev agent on free ports.
-func newDevAgent(t *testing.T) *Agent {
+func newDevAgent(t testing.TB) *Agent {
 	t.Helper()
 	cfg := DevConfig()
 	cfg.Ports = &Ports{HTTP: intPtr(0), RPC: intPtr(0)}

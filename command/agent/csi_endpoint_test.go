@@ -18,7 +18,7 @@ import (
 )
 
 // do sends one request and returns the response and its body.
-func do(t *testing.T, a *Agent, method, path string, body any) (*http.Response, string) {
+func do(t testing.TB, a *Agent, method, path string, body any) (*http.Response, string) {
 	t.Helper()
 	var r io.Reader
 	if body != nil {
@@ -55,7 +55,7 @@ func index(t *testing.T, resp *http.Response) uint64 {
 
 // registerPluginNode registers a node that runs a healthy node instance
 // (and, with controller, a controller instance) of plugin.
-func registerPluginNode(t *testing.T, a *Agent, i int, plugin string, controller bool) *structs.Node {
+func registerPluginNode(t testing.TB, a *Agent, i int, plugin string, controller bool) *structs.Node {
 	t.Helper()
 	n := &structs.Node{
 		ID:            fmt.Sprintf("00000000-0000-4000-8000-%012d", i),

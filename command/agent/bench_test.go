@@ -1,0 +1,38 @@
+package agent
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+
+	"github.com/shoenig/test/must"
+
+	"github.com/berth-io/berth/api"
+)
+
+// BenchmarkHTTP_VolumeList1000 is the list of 1,000 volumes through the
+// HTTP API of a dev agent (DESIGN §7; berth-bench measures the same on an
+// agent with Raft on disk). go test -run '^$' -bench VolumeList ./command/agent/
+func BenchmarkHTTP_VolumeList1000(b *testing.B) {
+	a := newDevAgent(b)
+	registerPluginNode(b, a, 1, "hostpath", false)
+	for i := range 1000 {
+		id := fmt.Sprintf("vol-%04d", i)
+		resp, body := do(b, a, http.MethodPut, "/v1/volume/csi/"+id, api.CSIVolumeRegisterRequest{Volumes: []*api.CSIVolume{apiVolume(id, "hostpath")}})
+		must.Eq(b, http.StatusOK, resp.StatusCode, must.Sprint(body))
+	}
+	url := "http://" + a.HTTPAddr() + "/v1/volumes?type=csi"
+	b.ResetTimer()
+	for b.Loop() {
+		resp, err := http.Get(url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, _ := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || n < 1000 {
+			b.Fatalf("list: %d, %d bytes", resp.StatusCode, n)
+		}
+	}
+}
