@@ -10,7 +10,10 @@ import (
 // Reasons a node is filtered, as keys of AllocMetric.ConstraintFiltered.
 const (
 	filterMissingDrivers = "missing drivers"
-	filterDistinctHosts  = "distinct_hosts"
+	// filterDriverMounts: a task mounts a volume with a driver that
+	// cannot mount volumes into tasks on the node (raw_exec).
+	filterDriverMounts  = "driver cannot mount volumes (use exec)"
+	filterDistinctHosts = "distinct_hosts"
 )
 
 // Resource dimensions, as keys of AllocMetric.DimensionExhausted.
@@ -85,6 +88,9 @@ func staticInfeasible(job *structs.Job, tg *structs.TaskGroup, node *structs.Nod
 		d := node.Drivers[t.Driver]
 		if d == nil || !d.Detected || !d.Healthy {
 			return filterMissingDrivers
+		}
+		if len(t.VolumeMounts) > 0 && d.MountConfig == structs.MountConfigSupportNone {
+			return filterDriverMounts
 		}
 	}
 	for _, cs := range [][]*structs.Constraint{job.Constraints, tg.Constraints} {

@@ -77,6 +77,18 @@ func TestService_Infeasible(t *testing.T) {
 			},
 		},
 		{
+			name: "driver cannot mount the task's volume",
+			edit: func(j *structs.Job) {
+				task := j.TaskGroups[0].Tasks[0]
+				task.Driver = "raw_exec"
+				task.VolumeMounts = []*structs.VolumeMount{{Volume: "data", Destination: "/data"}}
+			},
+			check: func(t *testing.T, m *structs.AllocMetric) {
+				must.Eq(t, 3, m.NodesFiltered)
+				must.Eq(t, map[string]int{filterDriverMounts: 3}, m.ConstraintFiltered)
+			},
+		},
+		{
 			name: "datacenter",
 			edit: func(j *structs.Job) { j.Datacenters = []string{"eu-*"} },
 			check: func(t *testing.T, m *structs.AllocMetric) {

@@ -178,7 +178,8 @@ func testNode(i int) *structs.Node {
 			CPU: 4000, MemoryMB: 8192,
 		},
 		Drivers: map[string]*structs.DriverInfo{
-			"exec": {Detected: true, Healthy: true, MountConfig: structs.MountConfigSupportAll},
+			"exec":     {Detected: true, Healthy: true, MountConfig: structs.MountConfigSupportAll},
+			"raw_exec": {Detected: true, Healthy: true, MountConfig: structs.MountConfigSupportNone},
 		},
 		Status:                structs.NodeStatusReady,
 		SchedulingEligibility: structs.NodeSchedulingEligible,
