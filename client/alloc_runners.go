@@ -39,7 +39,7 @@ func (c *Client) runnerConfig(a *structs.Allocation, restore bool) *allocrunner.
 	return &allocrunner.Config{
 		Alloc: a, AllocRoot: filepath.Join(c.dataDir, "alloc"), DB: c.db, Drivers: c.cfg.Drivers,
 		StateUpdater: c, Logger: c.logger, Restore: restore, Hooks: c.cfg.AllocHooks, TaskHooks: c.cfg.TaskHooks,
-		Logs: c.cfg.Logs, KillGrace: c.cfg.KillGrace,
+		Logs: c.cfg.Logs, KillGrace: c.cfg.KillGrace, Node: c.Node(),
 	}
 }
 

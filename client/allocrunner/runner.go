@@ -47,6 +47,8 @@ type Config struct {
 	PostrunBackoff helper.Backoff
 	// KillGrace: see taskrunner.Config.
 	KillGrace time.Duration
+	// Node: see taskrunner.Config.
+	Node *structs.Node
 }
 
 // Runner runs one alloc. Build it with New and call Run once, in a
@@ -127,7 +129,7 @@ func New(cfg *Config) (*Runner, error) {
 		tr, err := taskrunner.New(&taskrunner.Config{
 			Alloc: a, Task: t, Driver: cfg.Drivers[t.Driver], AllocDir: r.allocDir, DB: cfg.DB,
 			Logger: r.logger, Resources: res, StateUpdated: r.taskStateUpdated, Hooks: cfg.TaskHooks,
-			Logs: cfg.Logs, Restore: cfg.Restore, KillGrace: cfg.KillGrace,
+			Logs: cfg.Logs, Restore: cfg.Restore, KillGrace: cfg.KillGrace, Node: cfg.Node,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("alloc %s: %w", a.ID, err)

@@ -42,6 +42,10 @@ type Config struct {
 	// KillGrace is how long past the kill timeout the runner waits for a
 	// driver to report the task dead (default 5s).
 	KillGrace time.Duration
+	// Node is the client's node, for "${node.unique.id}" and the other
+	// runtime variables in the task's config and env (interpolate.go);
+	// nil leaves them as written.
+	Node *structs.Node
 }
 
 // DefaultKillTimeout applies to tasks that set none.
@@ -74,6 +78,7 @@ type Runner struct {
 	notify      func()
 	killTimeout time.Duration
 	killGrace   time.Duration
+	node        *structs.Node
 
 	// shutdownCtx ends when the client shuts down: stop watching, leave
 	// the task running. killCtx is its child and also ends on Kill.
@@ -122,6 +127,7 @@ func New(cfg *Config) (*Runner, error) {
 		notify:      cfg.StateUpdated,
 		killTimeout: t.KillTimeout,
 		killGrace:   cfg.KillGrace,
+		node:        cfg.Node,
 		restartCh:   make(chan restartRequest, 1),
 		waitCh:      make(chan struct{}),
 	}

@@ -2,7 +2,6 @@ package taskrunner
 
 import (
 	"fmt"
-	"maps"
 
 	"github.com/berth-io/berth/client/logs"
 	"github.com/berth-io/berth/plugins/drivers"
@@ -79,8 +78,8 @@ func (r *Runner) taskConfig(env map[string]string, mounts []*drivers.MountConfig
 		AllocID:    r.alloc.ID,
 		Name:       r.task.Name,
 		JobName:    jobName,
-		Config:     maps.Clone(r.task.Config),
-		Env:        env,
+		Config:     interpolateConfig(r.task.Config, env, r.node),
+		Env:        interpolateEnv(env, r.node),
 		AllocDir:   r.allocDir.SharedDir,
 		TaskDir:    r.taskDir.Dir,
 		StdoutPath: logs.Path(r.taskDir.LogDir, r.task.Name, logs.Stdout, 0),
