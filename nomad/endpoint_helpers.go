@@ -15,7 +15,13 @@ var ErrNoLeader = structs.ErrNoLeader
 // it itself (it is the leader, or the read allows stale results). It
 // reports whether it forwarded; if so, reply holds the leader's answer.
 func (s *Server) forward(method string, info structs.RPCInfo, args, reply any) (bool, error) {
-	if s.IsLeader() || (info.IsRead() && info.AllowStaleRead()) {
+	if info.IsRead() && info.AllowStaleRead() {
+		return false, nil
+	}
+	if s.IsLeader() {
+		if err := s.waitCaughtUp(method); err != nil {
+			return true, err
+		}
 		return false, nil
 	}
 	if info.IsForwarded() {
@@ -31,10 +37,33 @@ func (s *Server) forward(method string, info structs.RPCInfo, args, reply any) (
 	}
 	if leader == s.rpcAdvert {
 		// We just became leader while waiting.
+		if err := s.waitCaughtUp(method); err != nil {
+			return true, err
+		}
 		return false, nil
 	}
 	info.SetForwarded()
 	return true, s.pool.RPC(ctx, leader, method, args, reply)
+}
+
+// waitCaughtUp makes a newly elected leader's requests wait until its FSM
+// has applied every entry committed in earlier terms. Raft elects a leader
+// before it has applied them (establishLeadership's barrier does that); a
+// request served in between would see state older than writes already
+// acknowledged: right after a restart of every server, a freed claim read
+// back as taken. Once the leader's duties run, the barrier has passed and
+// this costs a lock.
+func (s *Server) waitCaughtUp(method string) error {
+	s.leaderLock.Lock()
+	established := s.leaderCancel != nil
+	s.leaderLock.Unlock()
+	if established {
+		return nil
+	}
+	if err := s.raft.Barrier(s.config.RaftTimeout).Error(); err != nil {
+		return structs.NewError(structs.CodeNoLeader, "no cluster leader: %s reached a new leader that could not catch up: %v", method, err)
+	}
+	return nil
 }
 
 // blockingRPC runs fn, and if the query asks to block (MinQueryIndex > 0)

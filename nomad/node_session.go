@@ -102,6 +102,30 @@ type nodeSessions struct {
 	// refused otherwise.
 	open   bool
 	byNode map[string]*nodeSession
+	// opened is closed when the table opens; nil until first needed.
+	opened chan struct{}
+}
+
+// waitOpen waits until leader duties run, for a session that arrives
+// between the election and the leader's barrier (clients dial the new
+// leader as soon as it is elected). It reports whether they run.
+func (ns *nodeSessions) waitOpen(ctx context.Context) bool {
+	ns.lock.Lock()
+	if ns.open {
+		ns.lock.Unlock()
+		return true
+	}
+	if ns.opened == nil {
+		ns.opened = make(chan struct{})
+	}
+	ch := ns.opened
+	ns.lock.Unlock()
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // add records sess, replacing (and closing) an older session of the same
@@ -147,6 +171,10 @@ func (ns *nodeSessions) setOpen(open bool) {
 	defer ns.lock.Unlock()
 	ns.open = open
 	if open {
+		if ns.opened != nil {
+			close(ns.opened)
+			ns.opened = nil
+		}
 		return
 	}
 	for id, sess := range ns.byNode {
@@ -173,6 +201,17 @@ func (s *Server) serveNodeSession(ctx context.Context, conn net.Conn) {
 	}
 	s.trackConn(conn, true)
 	defer s.trackConn(conn, false)
+	// Serve only once the leader's duties run: its state is then caught
+	// up with every earlier term (the node lookup below must not read
+	// stale state), and the session table is open.
+	waitCtx, waitCancel := context.WithTimeout(ctx, nodeSessionIdentifyTimeout)
+	ready := s.sessions.waitOpen(waitCtx)
+	waitCancel()
+	if !ready {
+		logger.Debug("refusing a node session: leader duties did not start in time")
+		conn.Close()
+		return
+	}
 
 	sess := &nodeSession{done: make(chan struct{})}
 	sess.rc = rpc.NewClientWithCodec(structs.NewRPCCodec(&doneConn{Conn: conn, sess: sess}))
