@@ -1,0 +1,36 @@
+// Package e2e holds Berth's end-to-end tests: the real `berth` binary
+// (built once per test process by testutil.BuildBerth) runs as separate
+// agent processes with Raft on disk, Berth's hostpath CSI plugin runs as a
+// raw_exec system job and makes real bind mounts, and workloads run with the
+// exec driver. The tests drive the cluster the way an operator does, through
+// the CLI (BERTH_ADDR) and the HTTP API (package api), and look at the
+// machine itself: /proc/<pid> for tasks, /proc/self/mountinfo for mounts.
+//
+// They need root (bind mounts, exec's chroot) and skip with a reason
+// otherwise. Everything a test starts lives under one short temporary
+// directory (unix socket paths must fit in 107 bytes); on cleanup the
+// harness SIGKILLs the agents, then every process left behind by them (the
+// task executors run detached, in their own sessions, and outlive a killed
+// client by design), lazily unmounts whatever is still mounted below the
+// directory and removes it. A failed test dumps the tail of every agent's
+// log and of the task logs.
+//
+// The harness lives in the _test.go files:
+//
+//	harness_test.go   Harness (one per test): temp root, binary, cleanup
+//	agent_test.go     Agent: one `berth agent` process: Start, Kill, Stop, Restart
+//	cluster_test.go   Cluster: N servers + M clients, leader, CLI, API waits
+//	jobs_test.go      HCL for plugin jobs, volumes and workloads
+//	proc_test.go      /proc: mountinfo, task pids, process liveness
+//
+// A scenario is one Test function in its own file (issue 8's numbering):
+//
+//	walkthrough_test.go     1. the README walk-through, 1 server + 1 client
+//	failover_test.go        2. leader SIGKILLed while stopping; restart all servers
+//	client_restart_test.go  3. client SIGKILL + restart: same pid, no remount
+//	controller_test.go      4. node-only and controller+node hostpath setups,
+//	                           ControllerPublish/Unpublish order from the
+//	                           plugin's journal; 5. csi-test's mock-driver with
+//	                           injected Unavailable faults
+//	purge_test.go           6. job stop -purge keeps the mount until the task exits
+package e2e
