@@ -8,6 +8,7 @@ import (
 	"net/rpc"
 	"time"
 
+	"github.com/berth-io/berth/client/pluginmanager/csimanager"
 	"github.com/berth-io/berth/helper"
 	"github.com/berth-io/berth/nomad/structs"
 	"github.com/berth-io/berth/plugins/csi"
@@ -51,6 +52,10 @@ func (c *Client) nodeSessionLoop(ctx context.Context) {
 		return
 	}
 	if err := srv.RegisterName("CSIController", &csiControllerEndpoint{c: c, ctx: ctx}); err != nil {
+		c.logger.Error("node session: registering endpoint", "error", err)
+		return
+	}
+	if err := srv.RegisterName("CSINode", &csiNodeEndpoint{c: c, ctx: ctx}); err != nil {
 		c.logger.Error("node session: registering endpoint", "error", err)
 		return
 	}
@@ -237,6 +242,46 @@ func (e *csiControllerEndpoint) Delete(args *structs.ClientCSIControllerDeleteRe
 	if err := cl.ControllerDeleteVolume(ctx, &csi.ControllerDeleteVolumeRequest{ExternalID: args.ExternalID, Secrets: args.Secrets}); err != nil {
 		return e.controllerErr("DeleteVolume", &args.ClientCSIControllerRequest, err)
 	}
+	return nil
+}
+
+// csiNodeEndpoint runs node-side CSI work the servers ask for: the
+// unpublish of a volume whose alloc's client-side release never happened
+// (the alloc was garbage collected, or this client lost track of it).
+type csiNodeEndpoint struct {
+	c   *Client
+	ctx context.Context
+}
+
+// Detach unpublishes a volume for an alloc on this node: NodeUnpublish,
+// and NodeUnstage for the node's last user of it. It refuses while this
+// client runs the alloc and its tasks have not all exited: those tasks
+// may be using the volume, and the alloc's own release follows their exit.
+func (e *csiNodeEndpoint) Detach(args *structs.ClientCSINodeDetachRequest, _ *structs.ClientCSIControllerResponse) error {
+	nodeID := e.c.NodeID()
+	if r, err := e.c.runner(args.AllocID); err == nil && !r.Alloc().TasksExited {
+		return structs.WireError(structs.NewError(structs.CodeNotReady,
+			"alloc %s still runs on node %s: its client unpublishes volume %q once every task of it has exited",
+			args.AllocID, nodeID, args.VolumeID))
+	}
+	vm, ok := e.c.csi.NodePlugin(args.PluginID)
+	if !ok {
+		return structs.WireError(structs.NewError(structs.CodeRetryable,
+			"node %s cannot unpublish volume %q for alloc %s: its CSI node plugin %q is not running or not ready",
+			nodeID, args.VolumeID, args.AllocID, args.PluginID))
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, csiControllerTimeout)
+	defer cancel()
+	usage := &csimanager.UsageOptions{ReadOnly: args.ReadOnly, AttachmentMode: args.AttachmentMode, AccessMode: args.AccessMode}
+	ref := csimanager.VolumeRef{Namespace: args.Namespace, ID: args.VolumeID, ExternalID: args.ExternalID}
+	if err := vm.UnmountVolume(ctx, ref, args.AllocID, usage); err != nil {
+		code := structs.CodeRetryable
+		if errors.Is(err, csi.ErrFinal) {
+			code = structs.CodeInvalid
+		}
+		return structs.WireError(structs.NewError(code, "node %s: %v", nodeID, err))
+	}
+	e.c.logger.Info("unpublished a volume at the servers' request", "volume_id", args.VolumeID, "alloc_id", args.AllocID)
 	return nil
 }
 

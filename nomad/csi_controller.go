@@ -113,6 +113,16 @@ func (c *csiControllers) delete(ctx context.Context, vol *structs.CSIVolume) err
 	return c.call(ctx, vol.PluginID, "CSIController.Delete", args, &structs.ClientCSIControllerResponse{})
 }
 
+// NodeDetach asks the client of claim's node, through its node session, to
+// unpublish vol for claim's alloc (volumewatcher.NodeDetacher).
+func (c *csiControllers) NodeDetach(ctx context.Context, vol *structs.CSIVolume, claim *structs.CSIVolumeClaim) error {
+	args := &structs.ClientCSINodeDetachRequest{
+		PluginID: vol.PluginID, Namespace: vol.Namespace, VolumeID: vol.ID, ExternalID: vol.RemoteID(),
+		AllocID: claim.AllocID, AccessMode: claim.AccessMode, AttachmentMode: claim.AttachmentMode, ReadOnly: claim.ReadOnly,
+	}
+	return c.s.nodeRPC(ctx, claim.NodeID, "CSINode.Detach", args, &structs.ClientCSIControllerResponse{})
+}
+
 func controllerRequest(vol *structs.CSIVolume) structs.ClientCSIControllerRequest {
 	return structs.ClientCSIControllerRequest{
 		PluginID: vol.PluginID, VolumeID: vol.ID, ExternalID: vol.RemoteID(), Secrets: maps.Clone(vol.Secrets),

@@ -49,6 +49,7 @@ func (s *Server) newVolumeWatcher() *volumewatcher.Watcher {
 		Logger:                    s.logger,
 	}
 	cfg.Controller = s.controllers()
+	cfg.NodeDetacher = s.csiControllers
 	return volumewatcher.New(cfg)
 }
 

@@ -110,3 +110,17 @@ type CSIVolumeDeleteRequest struct {
 	Secrets  CSISecrets
 	WriteRequest
 }
+
+// ClientCSINodeDetachRequest asks a client to unpublish a volume for an
+// alloc on its node (NodeUnpublish, and NodeUnstage for the node's last
+// user), when the client did not do it by itself.
+type ClientCSINodeDetachRequest struct {
+	PluginID       string
+	Namespace      string
+	VolumeID       string
+	ExternalID     string
+	AllocID        string
+	AccessMode     CSIVolumeAccessMode
+	AttachmentMode CSIVolumeAttachmentMode
+	ReadOnly       bool
+}

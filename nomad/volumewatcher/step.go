@@ -28,7 +28,17 @@ const (
 	Free
 	// RetryAfter: a controller call failed; try again at Action.At.
 	RetryAfter
+	// NodeDetach: ask the client of the claim's (ready) node to unpublish
+	// the volume for the claim's alloc, then checkpoint NodeDetached. For
+	// a client that did not do it by itself: the alloc was garbage
+	// collected, or stopped long ago. The client refuses while any task
+	// of the alloc still runs, so this never unmounts from under a task.
+	NodeDetach
 )
+
+// NodeDetachGrace is how long after a stopped alloc last changed the
+// servers wait for its client's own unpublish before they ask for it.
+const NodeDetachGrace = 2 * time.Minute
 
 func (k ActionKind) String() string {
 	switch k {
@@ -44,6 +54,8 @@ func (k ActionKind) String() string {
 		return "free"
 	case RetryAfter:
 		return "retry-after"
+	case NodeDetach:
+		return "node-detach"
 	}
 	return fmt.Sprintf("action(%d)", int(k))
 }
@@ -70,7 +82,7 @@ type Action struct {
 // now (or after a backoff), as opposed to leaving it in use or waiting.
 func (a Action) Releasing() bool {
 	switch a.Kind {
-	case ControllerUnpublish, MarkNodeDetached, Free, RetryAfter:
+	case ControllerUnpublish, MarkNodeDetached, Free, RetryAfter, NodeDetach:
 		return true
 	}
 	return false
@@ -82,6 +94,7 @@ const (
 	ReasonDisconnectPassed = "node down past its disconnect deadline"
 	ReasonFenced           = "node down: volume detached by the controller (fencing)"
 	ReasonDetachForce      = "detach -force by operator"
+	ReasonServerDetach     = "node-side unpublish asked by the servers"
 )
 
 // nextStep decides what to do next for claim, a live claim of vol, given
@@ -160,12 +173,27 @@ func takenStep(claim *structs.CSIVolumeClaim, alloc *structs.Allocation, node *s
 	case node.Status == structs.NodeStatusDown:
 		return downNodeStep(claim, alloc, node, needsController, now)
 	case alloc == nil:
-		return Action{Kind: Wait, Record: true, Reason: fmt.Sprintf(
-			"alloc %s was garbage collected; waiting for node %s to confirm node unpublish "+
-				"(if that node lost its state, run 'berth volume detach -force')", claim.AllocID, claim.NodeID)}
+		return nodeDetachStep(claim, now, fmt.Sprintf(
+			"alloc %s was garbage collected; asking the client of node %s to unpublish the volume", claim.AllocID, claim.NodeID))
 	}
-	return Action{Kind: Wait, Reason: fmt.Sprintf(
-		"alloc %s stopped; waiting for node %s to unpublish the volume", claim.AllocID, claim.NodeID)}
+	if due := time.Unix(0, alloc.ModifyTime).Add(NodeDetachGrace); now.Before(due) {
+		return Action{Kind: Wait, At: due, Reason: fmt.Sprintf(
+			"alloc %s stopped; waiting for node %s to unpublish the volume", claim.AllocID, claim.NodeID)}
+	}
+	return nodeDetachStep(claim, now, fmt.Sprintf(
+		"alloc %s stopped over %s ago and node %s has not reported the volume unpublished; asking its client to",
+		claim.AllocID, NodeDetachGrace, claim.NodeID))
+}
+
+// nodeDetachStep is NodeDetach, or RetryAfter while the last failure's
+// backoff runs.
+func nodeDetachStep(claim *structs.CSIVolumeClaim, now time.Time, reason string) Action {
+	if claim.NextRetry > now.UnixNano() {
+		return Action{Kind: RetryAfter, At: time.Unix(0, claim.NextRetry), Reason: fmt.Sprintf(
+			"asking node %s to unpublish the volume for alloc %s failed %d times (last: %s); retrying at %s",
+			claim.NodeID, claim.AllocID, claim.Attempts, claim.LastError, fmtTime(claim.NextRetry))}
+	}
+	return Action{Kind: NodeDetach, ReleaseReason: ReasonServerDetach, Reason: reason}
 }
 
 func downNodeStep(claim *structs.CSIVolumeClaim, alloc *structs.Allocation, node *structs.Node, needsController bool, now time.Time) Action {

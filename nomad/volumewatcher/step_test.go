@@ -65,7 +65,8 @@ func stepAllocNamed(name string) *structs.Allocation {
 	case "exited":
 		a.ClientStatus, a.TasksExited = structs.AllocClientStatusComplete, true
 	case "stopped":
-		a.DesiredStatus = structs.AllocDesiredStatusStop
+		// Stopped just now: its client is still stopping it.
+		a.DesiredStatus, a.ModifyTime = structs.AllocDesiredStatusStop, stepNow.Add(-time.Second).UnixNano()
 	case "gone":
 		return nil
 	default:
@@ -75,7 +76,7 @@ func stepAllocNamed(name string) *structs.Allocation {
 }
 
 func kindNamed(t *testing.T, s string) ActionKind {
-	for k := None; k <= RetryAfter; k++ {
+	for k := None; k <= NodeDetach; k++ {
 		if k.String() == s {
 			return k
 		}
@@ -248,19 +249,32 @@ func TestNextStep(t *testing.T) {
 			want: Action{Kind: MarkNodeDetached, ReleaseReason: ReasonNodeGone},
 		},
 		{
-			name:  "a stopped alloc on a live node waits for its client, quietly",
+			name:  "a stopped alloc on a live node waits for its client, quietly, for the grace",
 			alloc: "stopped", node: stepNodeNamed("ready"),
-			want: Action{Kind: Wait},
+			want: Action{Kind: Wait, At: stepNow.Add(-time.Second + NodeDetachGrace)},
 		},
 		{
-			name:  "a garbage collected alloc on a live node waits for its client, on the record",
+			name:  "a stopped alloc whose client said nothing for the grace: ask the client",
+			alloc: "stopped-long-ago", node: stepNodeNamed("ready"),
+			want: Action{Kind: NodeDetach, ReleaseReason: ReasonServerDetach},
+		},
+		{
+			name:  "a garbage collected alloc on a live node: ask its client",
 			alloc: "gone", node: stepNodeNamed("ready"),
-			want: Action{Kind: Wait, Record: true},
+			want: Action{Kind: NodeDetach, ReleaseReason: ReasonServerDetach},
+		},
+		{
+			name: "a failed node detach waits for its retry time",
+			claim: func(c *structs.CSIVolumeClaim) {
+				c.Attempts, c.LastError, c.NextRetry = 1, "tasks still run", stepNow.Add(time.Minute).UnixNano()
+			},
+			alloc: "gone", node: stepNodeNamed("ready"),
+			want: Action{Kind: RetryAfter, At: stepNow.Add(time.Minute)},
 		},
 		{
 			name:  "an initializing node counts as live",
 			alloc: "stopped", node: stepNodeIn(structs.NodeStatusInit, 0),
-			want: Action{Kind: Wait},
+			want: Action{Kind: Wait, At: stepNow.Add(-time.Second + NodeDetachGrace)},
 		},
 		{
 			name:  "a lost alloc is stopped",
@@ -270,7 +284,7 @@ func TestNextStep(t *testing.T) {
 		{
 			name:  "a client-terminal alloc without TasksExited is not done",
 			alloc: "complete", node: stepNodeNamed("ready"),
-			want: Action{Kind: Wait},
+			want: Action{Kind: Wait, At: stepNow.Add(NodeDetachGrace)},
 		},
 	}
 	for _, tc := range cases {
@@ -286,7 +300,10 @@ func TestNextStep(t *testing.T) {
 				alloc.DesiredStatus, alloc.ClientStatus = structs.AllocDesiredStatusStop, structs.AllocClientStatusLost
 			case "complete":
 				alloc = stepAllocNamed("running")
-				alloc.ClientStatus = structs.AllocClientStatusComplete
+				alloc.ClientStatus, alloc.ModifyTime = structs.AllocClientStatusComplete, stepNow.UnixNano()
+			case "stopped-long-ago":
+				alloc = stepAllocNamed("stopped")
+				alloc.ModifyTime = stepNow.Add(-NodeDetachGrace).UnixNano()
 			default:
 				alloc = stepAllocNamed(tc.alloc)
 			}
@@ -308,7 +325,7 @@ func TestNextStep_ReasonsNameTheNode(t *testing.T) {
 	must.StrContains(t, got.Reason, "2026-03-01T12:04:00Z")
 
 	got = nextStep(stepVolume(claim), claim, stepAllocNamed("gone"), stepNodeNamed("ready"), false, stepNow)
-	must.StrContains(t, got.Reason, "volume detach -force")
+	must.StrContains(t, got.Reason, "client of node "+stepNode)
 }
 
 func TestWithDeadline(t *testing.T) {

@@ -37,6 +37,17 @@ type Controller interface {
 	ControllerUnpublish(ctx context.Context, vol *structs.CSIVolume, claim *structs.CSIVolumeClaim) error
 }
 
+// NodeDetacher asks a node's client to unpublish a volume for an alloc.
+type NodeDetacher interface {
+	// NodeDetach has the client of claim's node unpublish vol for
+	// claim's alloc (NodeUnpublish, and NodeUnstage for the node's last
+	// user of the volume). It must be idempotent. The client refuses,
+	// with an error, while a task of the alloc still runs. An error means
+	// the volume may still be published there; the watcher records it on
+	// the claim and retries with backoff.
+	NodeDetach(ctx context.Context, vol *structs.CSIVolume, claim *structs.CSIVolumeClaim) error
+}
+
 // Config configures a Watcher. Zero durations take the defaults below.
 type Config struct {
 	// State returns the current state store (it changes when a snapshot
@@ -47,7 +58,10 @@ type Config struct {
 	// Controller runs ControllerUnpublish; nil when the servers cannot
 	// reach controllers (then no plugin counts as needing one).
 	Controller Controller
-	// ControllerTimeout bounds one controller call.
+	// NodeDetacher reaches clients; nil when the servers cannot (a claim
+	// whose client did not unpublish then waits for it, or an operator).
+	NodeDetacher NodeDetacher
+	// ControllerTimeout bounds one controller call (and one node detach).
 	ControllerTimeout time.Duration
 	// DefaultDisconnectDeadline applies to down nodes that report no
 	// DisconnectDeadline of their own. Zero (no default) is deliberate and
@@ -377,6 +391,28 @@ func (w *Watcher) round(ctx context.Context, k volumeKey, opts passOptions) (pro
 			progressed = true
 		case ControllerUnpublish:
 			unpublish = append(unpublish, pending{claim, act})
+		case NodeDetach:
+			if w.cfg.NodeDetacher == nil {
+				act = Action{Kind: Wait, Record: true, Reason: act.Reason + " (the servers cannot reach clients: " +
+					"once that node has unpublished it, or is gone for good, run 'berth volume detach')"}
+				if c := noted(claim, act); c != nil {
+					add(c)
+				}
+				continue
+			}
+			if err := w.nodeDetach(ctx, vol, claim); err != nil {
+				if ctx.Err() != nil {
+					return false, 0, ctx.Err()
+				}
+				f := failedAttempt(claim, fmt.Errorf("%s: %w", act.Reason, err), now, w.retry)
+				add(f)
+				next = earliest(next, time.Unix(0, f.NextRetry))
+				w.logger.Warn("node detach failed; will retry", "namespace", vol.Namespace, "volume_id", vol.ID,
+					"alloc_id", claim.AllocID, "node_id", claim.NodeID, "attempts", f.Attempts, "error", err)
+				continue
+			}
+			add(stepped(claim, structs.CSIClaimNodeDetached, act.ReleaseReason))
+			progressed = true
 		}
 	}
 
@@ -398,7 +434,8 @@ func (w *Watcher) round(ctx context.Context, k volumeKey, opts passOptions) (pro
 		if ctx.Err() != nil {
 			return false, 0, ctx.Err()
 		}
-		f := failedAttempt(p.claim, cerr, now, w.retry)
+		f := failedAttempt(p.claim, fmt.Errorf("controller unpublish from node %s (external ID %q) failed: %w",
+			p.claim.NodeID, p.claim.ExternalNodeID, cerr), now, w.retry)
 		add(f)
 		next = earliest(next, time.Unix(0, f.NextRetry))
 		w.logger.Warn("controller unpublish failed; will retry",
@@ -424,6 +461,12 @@ func (w *Watcher) round(ctx context.Context, k volumeKey, opts passOptions) (pro
 	return progressed, wait, nil
 }
 
+func (w *Watcher) nodeDetach(ctx context.Context, vol *structs.CSIVolume, claim *structs.CSIVolumeClaim) error {
+	cctx, cancel := context.WithTimeout(ctx, w.cfg.ControllerTimeout)
+	defer cancel()
+	return w.cfg.NodeDetacher.NodeDetach(cctx, vol.Copy(), claim.Copy())
+}
+
 func (w *Watcher) controllerUnpublish(ctx context.Context, vol *structs.CSIVolume, claim *structs.CSIVolumeClaim) error {
 	cctx, cancel := context.WithTimeout(ctx, w.cfg.ControllerTimeout)
 	defer cancel()
@@ -445,12 +488,12 @@ func stepped(claim *structs.CSIVolumeClaim, step structs.CSIClaimStep, releaseRe
 	return c
 }
 
-// failedAttempt is claim after a failed controller call: the error, one
-// more attempt, and when to try again.
+// failedAttempt is claim after a failed call (controller unpublish, or
+// node detach): the error, one more attempt, and when to try again.
 func failedAttempt(claim *structs.CSIVolumeClaim, err error, now time.Time, retry helper.Backoff) *structs.CSIVolumeClaim {
 	c := claim.Copy()
 	c.Attempts++
-	c.LastError = fmt.Sprintf("controller unpublish from node %s (external ID %q) failed: %v", c.NodeID, c.ExternalNodeID, err)
+	c.LastError = err.Error()
 	c.NextRetry = now.Add(retry.Delay(c.Attempts - 1)).UnixNano()
 	return c
 }

@@ -163,7 +163,7 @@ func (h *harness) setStep(allocID string, step structs.CSIClaimStep) {
 func (h *harness) clientUpdate(allocID, status string, tasksExited bool) {
 	h.t.Helper()
 	must.NoError(h.t, h.store.UpdateAllocsFromClient(h.writer.nextIndex(), []*structs.Allocation{{
-		ID: allocID, ClientStatus: status, TasksExited: tasksExited,
+		ID: allocID, ClientStatus: status, TasksExited: tasksExited, ModifyTime: time.Now().UnixNano(),
 	}}))
 }
 
@@ -219,7 +219,7 @@ func TestWatcher_FreesOnceTheClientReportsTasksExited(t *testing.T) {
 
 		// Stopped, tasks not reported exited: the client may still use it.
 		h.clientUpdate("a1", structs.AllocClientStatusComplete, false)
-		settle(2 * time.Minute)
+		settle(NodeDetachGrace - time.Second)
 		claim := h.volume().Claims["a1"]
 		must.NotNil(t, claim)
 		must.Eq(t, structs.CSIClaimTaken, claim.Step)
@@ -438,5 +438,65 @@ func TestWatcher_ScanCountsUnfinishedClaims(t *testing.T) {
 		g, err = h.w.scan(sc, false)
 		must.NoError(t, err)
 		must.Eq(t, gauges{backlog: 1, oldest: time.Minute}, g)
+	})
+}
+
+// fakeDetacher is a NodeDetacher with scripted answers.
+type fakeDetacher struct {
+	// mu guards everything below.
+	mu      sync.Mutex
+	nextErr []error
+	calls   []time.Time
+}
+
+func (f *fakeDetacher) NodeDetach(ctx context.Context, vol *structs.CSIVolume, claim *structs.CSIVolumeClaim) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, time.Now())
+	if len(f.nextErr) > 0 {
+		err := f.nextErr[0]
+		f.nextErr = f.nextErr[1:]
+		return err
+	}
+	return nil
+}
+
+func (f *fakeDetacher) callTimes() []time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]time.Time(nil), f.calls...)
+}
+
+// TestWatcher_AsksTheClientOfAGoneAllocToUnpublish: an alloc garbage
+// collected before its client unpublished (the client lost it) is
+// unpublished at the servers' request; the client refusing (a task still
+// runs) is retried with backoff and recorded; then the usual controller
+// unpublish frees the claim.
+func TestWatcher_AsksTheClientOfAGoneAllocToUnpublish(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		det := &fakeDetacher{nextErr: []error{errors.New("alloc a1 still runs on node n1")}}
+		h := newHarness(t, true, func(c *Config) { c.NodeDetacher = det })
+		h.place("a1", structs.CSIClaimTaken)
+		h.run()
+		h.clientUpdate("a1", structs.AllocClientStatusComplete, false)
+		must.NoError(t, h.store.DeleteAllocs(h.writer.nextIndex(), []string{"a1"}))
+		settle(time.Millisecond)
+
+		claim := h.volume().Claims["a1"]
+		must.NotNil(t, claim)
+		must.Eq(t, structs.CSIClaimTaken, claim.Step, must.Sprint("freed although the client refused"))
+		must.Eq(t, 1, claim.Attempts)
+		must.StrContains(t, claim.LastError, "still runs")
+		must.SliceEmpty(t, h.ctrl.callTimes(), must.Sprint("controller unpublish before the node side was done"))
+
+		settle(2 * time.Second) // past the first backoff (1s base)
+		must.MapEmpty(t, h.volume().Claims)
+		past := h.pastClaim("a1")
+		must.NotNil(t, past)
+		must.Eq(t, ReasonServerDetach, past.ReleaseReason)
+		calls := det.callTimes()
+		must.SliceLen(t, 2, calls)
+		must.True(t, calls[1].Sub(calls[0]) >= 500*time.Millisecond, must.Sprint("retried without backoff"))
+		must.SliceLen(t, 1, h.ctrl.callTimes())
 	})
 }
