@@ -14,13 +14,12 @@ import (
 // client re-uses mounts instead of claiming and mounting again, and so that
 // Postrun releases exactly what was taken, even after a crash halfway:
 //
-//	(none) ──► claiming ──Claim RPC──► claimed ──► mounting ──stage+publish──► mounted
+//	(none) ──► claiming ──Claim RPC──► mounting ──stage+publish──► mounted
 //
 //	Postrun:  mounting, mounted ──UnmountVolume──► unmounted ──Unpublish RPC──► (forgotten)
-//	          claiming, claimed ─────────────────────────────Unpublish RPC──► (forgotten)
+//	          claiming ──────────────────────────────────────Unpublish RPC──► (forgotten)
 const (
 	csiVolumeClaiming  = "claiming"
-	csiVolumeClaimed   = "claimed"
 	csiVolumeMounting  = "mounting"
 	csiVolumeMounted   = "mounted"
 	csiVolumeUnmounted = "unmounted"

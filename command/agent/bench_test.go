@@ -36,3 +36,19 @@ func BenchmarkHTTP_VolumeList1000(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkHTTP_VolumeRegister is one volume register through the HTTP API
+// of a dev agent (in-memory Raft: the HTTP, RPC and FSM path alone).
+func BenchmarkHTTP_VolumeRegister(b *testing.B) {
+	a := newDevAgent(b)
+	registerPluginNode(b, a, 1, "hostpath", false)
+	i := 0
+	for b.Loop() {
+		id := fmt.Sprintf("vol-%06d", i)
+		i++
+		resp, body := do(b, a, http.MethodPut, "/v1/volume/csi/"+id, api.CSIVolumeRegisterRequest{Volumes: []*api.CSIVolume{apiVolume(id, "hostpath")}})
+		if resp.StatusCode != http.StatusOK {
+			b.Fatalf("register: %d %s", resp.StatusCode, body)
+		}
+	}
+}
