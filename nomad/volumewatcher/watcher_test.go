@@ -480,7 +480,9 @@ func TestWatcher_AsksTheClientOfAGoneAllocToUnpublish(t *testing.T) {
 		h.run()
 		h.clientUpdate("a1", structs.AllocClientStatusComplete, false)
 		must.NoError(t, h.store.DeleteAllocs(h.writer.nextIndex(), []string{"a1"}))
-		settle(time.Millisecond)
+		// Past the watcher's scan interval (50ms), short of the first
+		// retry's backoff (at least half the 1s base).
+		settle(100 * time.Millisecond)
 
 		claim := h.volume().Claims["a1"]
 		must.NotNil(t, claim)
