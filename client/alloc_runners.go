@@ -183,10 +183,7 @@ func (c *Client) stopAllocs() {
 
 // runsCSIPlugin reports whether an alloc has a task with a csi_plugin.
 func runsCSIPlugin(a *structs.Allocation) bool {
-	if a.Job == nil {
-		return false
-	}
-	tg := a.Job.LookupTaskGroup(a.TaskGroup)
+	tg := allocGroup(a)
 	if tg == nil {
 		return false
 	}
@@ -200,10 +197,7 @@ func runsCSIPlugin(a *structs.Allocation) bool {
 
 func maxKillTimeout(a *structs.Allocation) time.Duration {
 	var longest time.Duration
-	if a.Job == nil {
-		return 0
-	}
-	if tg := a.Job.LookupTaskGroup(a.TaskGroup); tg != nil {
+	if tg := allocGroup(a); tg != nil {
 		for _, t := range tg.Tasks {
 			longest = max(longest, t.KillTimeout)
 		}

@@ -174,11 +174,16 @@ func (c *Client) setupCSI() error {
 	return nil
 }
 
-func hasCSIVolumes(a *structs.Allocation) bool {
+// allocGroup is the task group an alloc runs, or nil when its job lacks it.
+func allocGroup(a *structs.Allocation) *structs.TaskGroup {
 	if a.Job == nil {
-		return false
+		return nil
 	}
-	tg := a.Job.LookupTaskGroup(a.TaskGroup)
+	return a.Job.LookupTaskGroup(a.TaskGroup)
+}
+
+func hasCSIVolumes(a *structs.Allocation) bool {
+	tg := allocGroup(a)
 	if tg == nil {
 		return false
 	}

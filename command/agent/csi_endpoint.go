@@ -174,10 +174,23 @@ func (s *HTTPServer) pluginHealths(q structs.QueryOptions) (map[string]*structs.
 	return out, nil
 }
 
-// csiVolumeRegister registers the volumes in the body. A lone volume
-// without an ID takes the one in the path. The reply is Nomad's
-// {"Volumes": [...], "Warnings": ""}, which the Terraform provider reads.
+// csiVolumeRegister is PUT /v1/volume/csi/:id: register the volumes in
+// the body.
 func (s *HTTPServer) csiVolumeRegister(w http.ResponseWriter, r *http.Request, id string) (any, error) {
+	return s.csiVolumesWrite(w, r, id, "CSIVolume.Register")
+}
+
+// csiVolumeCreate is PUT /v1/volume/csi/:id/create: create the volumes in
+// the body through their plugins' controllers.
+func (s *HTTPServer) csiVolumeCreate(w http.ResponseWriter, r *http.Request, id string) (any, error) {
+	return s.csiVolumesWrite(w, r, id, "CSIVolume.Create")
+}
+
+// csiVolumesWrite decodes a body of volumes (register's and create's have
+// one shape; a lone volume without an ID takes the one in the path), runs
+// method, and answers Nomad's {"Volumes": [...], "Warnings": ""} with the
+// volumes as stored, which the Terraform provider reads.
+func (s *HTTPServer) csiVolumesWrite(w http.ResponseWriter, r *http.Request, id, method string) (any, error) {
 	var body api.CSIVolumeRegisterRequest
 	if err := decodeBody(r, &body); err != nil {
 		return nil, err
@@ -188,52 +201,23 @@ func (s *HTTPServer) csiVolumeRegister(w http.ResponseWriter, r *http.Request, i
 	if len(body.Volumes) == 1 && body.Volumes[0] != nil && body.Volumes[0].ID == "" {
 		body.Volumes[0].ID = id
 	}
-	var args structs.CSIVolumeRegisterRequest
-	parseWrite(r, &args.WriteRequest)
+	var wr structs.WriteRequest
+	parseWrite(r, &wr)
+	vols := make([]*structs.CSIVolume, 0, len(body.Volumes))
 	for _, v := range body.Volumes {
-		args.Volumes = append(args.Volumes, apiVolumeToStructs(v))
+		vols = append(vols, apiVolumeToStructs(v))
+	}
+	var args any = &structs.CSIVolumeRegisterRequest{Volumes: vols, WriteRequest: wr}
+	if method == "CSIVolume.Create" {
+		args = &structs.CSIVolumeCreateRequest{Volumes: vols, WriteRequest: wr}
 	}
 	var reply structs.CSIVolumeRegisterResponse
-	if err := s.agent.RPC("CSIVolume.Register", &args, &reply); err != nil {
+	if err := s.agent.RPC(method, args, &reply); err != nil {
 		return nil, err
 	}
 	setIndex(w, reply.Index)
 	out := api.CSIVolumeRegisterResponse{Volumes: []*api.CSIVolume{}, Warnings: reply.Warnings}
-	q := structs.QueryOptions{Namespace: args.Namespace, AuthToken: args.AuthToken}
-	for _, v := range reply.Volumes {
-		av, err := s.volumeToAPI(v, q)
-		if err != nil {
-			return nil, err
-		}
-		out.Volumes = append(out.Volumes, av)
-	}
-	return out, nil
-}
-
-// csiVolumeCreate is PUT /v1/volume/csi/:id/create.
-func (s *HTTPServer) csiVolumeCreate(w http.ResponseWriter, r *http.Request, id string) (any, error) {
-	var body api.CSIVolumeCreateRequest
-	if err := decodeBody(r, &body); err != nil {
-		return nil, err
-	}
-	if len(body.Volumes) == 0 {
-		return nil, CodedError(http.StatusBadRequest, `request body has no volumes: want {"Volumes": [{...}]}`)
-	}
-	if len(body.Volumes) == 1 && body.Volumes[0] != nil && body.Volumes[0].ID == "" {
-		body.Volumes[0].ID = id
-	}
-	var args structs.CSIVolumeCreateRequest
-	parseWrite(r, &args.WriteRequest)
-	for _, v := range body.Volumes {
-		args.Volumes = append(args.Volumes, apiVolumeToStructs(v))
-	}
-	var reply structs.CSIVolumeCreateResponse
-	if err := s.agent.RPC("CSIVolume.Create", &args, &reply); err != nil {
-		return nil, err
-	}
-	setIndex(w, reply.Index)
-	out := api.CSIVolumeCreateResponse{Volumes: []*api.CSIVolume{}, Warnings: reply.Warnings}
-	q := structs.QueryOptions{Namespace: args.Namespace, AuthToken: args.AuthToken}
+	q := structs.QueryOptions{Namespace: wr.Namespace, AuthToken: wr.AuthToken}
 	for _, v := range reply.Volumes {
 		av, err := s.volumeToAPI(v, q)
 		if err != nil {

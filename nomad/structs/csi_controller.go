@@ -96,12 +96,8 @@ type CSIVolumeCreateRequest struct {
 	WriteRequest
 }
 
-// CSIVolumeCreateResponse carries the volumes as created.
-type CSIVolumeCreateResponse struct {
-	Volumes  []*CSIVolume
-	Warnings string
-	WriteMeta
-}
+// CSIVolumeCreateResponse carries the volumes as created: register's reply.
+type CSIVolumeCreateResponse = CSIVolumeRegisterResponse
 
 // CSIVolumeDeleteRequest deletes a volume in its provider and deregisters
 // it. Secrets, when given, replace the volume's for the plugin call.
