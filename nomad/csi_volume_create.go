@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -52,6 +53,14 @@ func (v *CSIVolumeEndpoint) Create(args *structs.CSIVolumeCreateRequest, reply *
 		}
 		created, index, err := v.createOne(sc, vol)
 		if err != nil {
+			if len(reply.Volumes) > 0 {
+				// The earlier ones stay created: say which.
+				ids := make([]string, 0, len(reply.Volumes))
+				for _, c := range reply.Volumes {
+					ids = append(ids, strconv.Quote(c.ID))
+				}
+				return structs.NewError(structs.CodeOf(err), "%v (volumes %s of the request were created)", err, strings.Join(ids, ", "))
+			}
 			return err
 		}
 		reply.Volumes = append(reply.Volumes, created.Sanitize())
