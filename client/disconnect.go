@@ -230,7 +230,7 @@ func (c *Client) stopDisconnected(live []*allocrunner.Runner, elapsed time.Durat
 		stopped[r.ID()] = true
 	}
 	lost := elapsed.Round(time.Second)
-	c.logger.Warn("no contact with the servers for too long: stopping every alloc to keep the disconnect deadline; they will not restart",
+	c.logger.Warn("no contact with the servers for too long: stopping the allocs that use CSI volumes to keep the disconnect deadline; they will not restart",
 		"alloc_ids", ids, "lost_for", lost, "disconnect_deadline", deadline, "stop_budget", d.budget)
 	if d.capped {
 		c.logger.Warn("the allocs' kill timeouts leave too little time before the disconnect deadline: they may still be stopping when the servers free their volume claims; raise client.disconnect_deadline or lower the tasks' kill_timeout",

@@ -12,8 +12,11 @@
 //	         syncer:     alloc status changes, batched for UpdateBatchWindow,
 //	                     ─► Node.UpdateAlloc
 //	         disconnect: with a DisconnectDeadline, stops (fails) every
-//	                     alloc before that long without contact with the
-//	                     servers (disconnect.go)
+//	                     alloc that uses CSI volumes before that long
+//	                     without contact with the servers (disconnect.go)
+//	         session:    the node session the leader calls this client
+//	                     through, for CSI controller and node work
+//	                     (node_session.go)
 //	         one per alloc runner, and one per alloc being destroyed
 //
 // Shutdown stops all of that and returns promptly; tasks keep running
