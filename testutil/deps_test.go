@@ -31,6 +31,7 @@ var importRules = []importRule{
 	{"jobspec", []string{"api"}, "jobspecs become api types"},
 	{"nomad", []string{"nomad", "plugins/csi", "helper"}, "the server never imports the client or the CLI"},
 	{"nomad/structs", []string{"helper"}, "structs is a leaf"},
+	{"nomad/acl", []string{"helper"}, "the policy language knows nothing of tokens, Raft or endpoints"},
 	{"nomad/state", []string{"nomad/structs", "helper"}, "the state store knows only the data model"},
 	{"nomad/volumewatcher", []string{"nomad/state", "nomad/structs", "helper"}, "leader loops see state through narrow interfaces"},
 	{"nomad/scheduler", []string{"nomad/state", "nomad/structs", "helper"}, "schedulers see state through narrow interfaces"},
