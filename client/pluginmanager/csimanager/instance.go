@@ -110,9 +110,9 @@ func (i *instance) publish(info *structs.CSIInfo, r *probeResult) {
 	i.last = info
 	ready := false
 	if i.typ == dynamicplugins.PluginTypeCSINode && r.NodeInfo != nil && r.NodeCaps != nil {
-		if i.vm == nil || i.vm.requiresStaging != r.NodeCaps.StageUnstageVolume || i.vm.externalNodeID != r.NodeInfo.ID {
+		if i.vm == nil || i.vm.externalNodeID != r.NodeInfo.ID {
 			i.vm = &volumeManager{
-				pluginID: i.plugin.Name, externalNodeID: r.NodeInfo.ID, requiresStaging: r.NodeCaps.StageUnstageVolume,
+				pluginID: i.plugin.Name, externalNodeID: r.NodeInfo.ID,
 				client: i.client, paths: i.paths, usage: usageStore{db: i.m.cfg.DB}, locks: &i.m.locks,
 				isMountpoint: i.m.cfg.IsMountpoint, logger: i.logger,
 			}

@@ -25,14 +25,17 @@ type VolumeManager interface {
 	// a claim carries to the controller.
 	ExternalNodeID() string
 	// MountVolume makes vol available to alloc at its publish path:
-	// NodeStage when the plugin stages and no other alloc on this node uses
-	// (vol, usage) yet, then NodePublish unless the publish path is already
-	// a mount point (a mount left by an earlier attempt is reused).
+	// NodeStage when the plugin advertises STAGE_UNSTAGE_VOLUME and no other
+	// alloc on this node uses (vol, usage) yet, then NodePublish unless the
+	// publish path is already a mount point (a mount left by an earlier
+	// attempt is reused). The plugin's capabilities are read afresh for
+	// each call: a plugin upgraded in place may have gained or lost staging.
 	// publishContext comes from the claim (ControllerPublish).
 	MountVolume(ctx context.Context, vol *structs.CSIVolume, alloc *structs.Allocation, usage *UsageOptions, publishContext map[string]string) (*MountInfo, error)
 	// UnmountVolume undoes MountVolume for one alloc: NodeUnpublish, then
-	// NodeUnstage if no other alloc on this node uses (vol, usage). An error
-	// leaves enough recorded to try again.
+	// NodeUnstage if no other alloc on this node uses (vol, usage) and the
+	// plugin stages now or staged it then. An error leaves enough recorded
+	// to try again.
 	UnmountVolume(ctx context.Context, vol VolumeRef, allocID string, usage *UsageOptions) error
 }
 
@@ -66,15 +69,27 @@ const dirMode = 0o711
 
 // volumeManager implements VolumeManager for one node plugin instance.
 type volumeManager struct {
-	pluginID        string
-	externalNodeID  string
-	requiresStaging bool
-	client          csi.Client
-	paths           Paths
-	usage           usageStore
-	locks           *keyedLock
-	isMountpoint    func(string) (bool, error)
-	logger          hclog.Logger
+	pluginID       string
+	externalNodeID string
+	client         csi.Client
+	paths          Paths
+	usage          usageStore
+	locks          *keyedLock
+	isMountpoint   func(string) (bool, error)
+	logger         hclog.Logger
+}
+
+// stages asks the plugin, now, whether it stages volumes. It is asked at
+// each decision rather than remembered from the fingerprint: a plugin task
+// restarted with a new version keeps its registration, and a fingerprint
+// is up to FingerprintInterval old. The call is one local RPC (well under
+// a millisecond), next to a stage or publish that mounts.
+func (v *volumeManager) stages(ctx context.Context) (bool, error) {
+	caps, err := v.client.NodeGetCapabilities(ctx)
+	if err != nil {
+		return false, fmt.Errorf("reading the node plugin's capabilities: %w", err)
+	}
+	return caps.StageUnstageVolume, nil
 }
 
 var _ VolumeManager = (*volumeManager)(nil)
@@ -112,13 +127,17 @@ func (v *volumeManager) mountVolume(ctx context.Context, vol *structs.CSIVolume,
 		return nil, err
 	}
 	defer unlock()
+	staged, err := v.stages(ctx)
+	if err != nil {
+		return nil, err
+	}
 
 	capability := &csi.VolumeCapability{AccessMode: usage.AccessMode, AttachmentMode: usage.AttachmentMode}
 	if usage.AttachmentMode == structs.CSIVolumeAttachmentModeFilesystem {
 		capability.MountOptions = vol.MountOptions.Merge(usage.MountOptions)
 	}
 	pluginStaging := ""
-	if v.requiresStaging {
+	if staged {
 		key := usageKey(v.pluginID, vol.Namespace, vol.ID, usage)
 		rec, err := v.usage.get(key)
 		if err != nil {
@@ -230,7 +249,19 @@ func (v *volumeManager) unmountVolume(ctx context.Context, vol VolumeRef, allocI
 		logger.Debug("volume still used by other allocs on this node; leaving it staged", "other_allocs", others)
 		return v.usage.put(key, &usageRecord{Allocs: others, Staged: rec.Staged})
 	}
-	if v.requiresStaging {
+	stages, err := v.stages(ctx)
+	if err != nil {
+		return err
+	}
+	// Unstage what this client staged even if the plugin no longer says it
+	// stages (an upgrade dropped the capability): the spec pairs every
+	// NodeStage with a NodeUnstage, and skipping it would leave the staging
+	// mounted for good. A plugin that now answers Unimplemented leaves the
+	// release pending with that error for an operator to see.
+	if rec.Staged && !stages {
+		logger.Warn("the node plugin no longer advertises STAGE_UNSTAGE_VOLUME but staged this volume; unstaging it anyway")
+	}
+	if stages || rec.Staged {
 		pluginStaging, err := v.paths.PluginPath(staging)
 		if err != nil {
 			return err

@@ -8,6 +8,7 @@ import (
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/shoenig/test/must"
+	"google.golang.org/grpc/codes"
 
 	"github.com/berth-io/berth/client/dynamicplugins"
 	"github.com/berth-io/berth/client/state"
@@ -198,4 +199,55 @@ func TestVolumeManager_PluginInItsOwnMountNamespaceGetsItsPaths(t *testing.T) {
 	must.Eq(t, pub.GetTargetPath(), unpub.GetTargetPath())
 	must.Eq(t, "vol1", unpub.GetVolumeId())
 	must.Eq(t, 0, p.Calls("NodeUnstageVolume"))
+}
+
+// TestVolumeManager_StagesByTheCapabilityReadAtEachCall: a plugin without
+// STAGE_UNSTAGE_VOLUME is never staged; a plugin upgraded in place (same
+// registration, no new fingerprint) is asked again at the next mount and
+// unmount; a volume staged before the upgrade dropped the capability is
+// still unstaged.
+func TestVolumeManager_StagesByTheCapabilityReadAtEachCall(t *testing.T) {
+	sock := socketPath(t)
+	p := fake.Start(t, sock)
+	noStage := []csipb.NodeServiceCapability_RPC_Type{csipb.NodeServiceCapability_RPC_GET_VOLUME_STATS}
+	p.Configure(func(s *fake.Settings) { s.NodeCapabilities = noStage })
+	h := newManagerHarness(t, state.NewMemDB(), t.TempDir(), nil) // FingerprintInterval is an hour
+	h.register("fakeplug", dynamicplugins.PluginTypeCSINode, sock, "plugin-alloc")
+	vm := h.nodePlugin("fakeplug")
+	ctx := context.Background()
+	ref := func(id string) VolumeRef { return VolumeRef{Namespace: "default", ID: id, ExternalID: "ext-" + id} }
+
+	// Node-only, no staging: publish and unpublish alone.
+	_, err := vm.MountVolume(ctx, testVolume("v1"), alloc("a1"), rwUsage, nil)
+	must.NoError(t, err)
+	must.Eq(t, 0, p.Calls("NodeStageVolume"))
+	must.Eq(t, "", p.LastRequest("NodePublishVolume").(*csipb.NodePublishVolumeRequest).GetStagingTargetPath())
+	must.NoError(t, vm.UnmountVolume(ctx, ref("v1"), "a1", rwUsage))
+	must.Eq(t, 0, p.Calls("NodeUnstageVolume"))
+
+	// Upgraded in place to a plugin that stages: the next mount stages.
+	p.Configure(func(s *fake.Settings) {
+		s.NodeCapabilities = []csipb.NodeServiceCapability_RPC_Type{csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME}
+	})
+	_, err = vm.MountVolume(ctx, testVolume("v2"), alloc("a2"), rwUsage, nil)
+	must.NoError(t, err)
+	must.Eq(t, 1, p.Calls("NodeStageVolume"))
+	must.NotEq(t, "", p.LastRequest("NodePublishVolume").(*csipb.NodePublishVolumeRequest).GetStagingTargetPath())
+
+	// Downgraded again while v2 is staged: a new volume is not staged, and
+	// v2, which this client staged, is still unstaged on release.
+	p.Configure(func(s *fake.Settings) { s.NodeCapabilities = noStage })
+	_, err = vm.MountVolume(ctx, testVolume("v3"), alloc("a3"), rwUsage, nil)
+	must.NoError(t, err)
+	must.Eq(t, 1, p.Calls("NodeStageVolume"))
+	must.NoError(t, vm.UnmountVolume(ctx, ref("v2"), "a2", rwUsage))
+	must.Eq(t, 1, p.Calls("NodeUnstageVolume"))
+	must.NoError(t, vm.UnmountVolume(ctx, ref("v3"), "a3", rwUsage))
+	must.Eq(t, 1, p.Calls("NodeUnstageVolume"), must.Sprint("v3 was never staged"))
+
+	// A plugin that cannot say what it does gets no stage or publish.
+	p.NextErr("NodeGetCapabilities", codes.Unavailable, codes.Unavailable, codes.Unavailable)
+	_, err = vm.MountVolume(ctx, testVolume("v4"), alloc("a4"), rwUsage, nil)
+	must.ErrorContains(t, err, "capabilities")
+	must.Eq(t, 3, p.Calls("NodePublishVolume"))
 }
