@@ -20,8 +20,13 @@ const (
 	csiStepClaimBlocked     = "claim-blocked"
 	csiStepMounted          = "mounted"
 	csiStepReused           = "reused"
-	csiStepReleaseFailed    = "release-failed"
-	csiStepReleased         = "released"
+	// csiStepReleasePending: the release has not finished; the event
+	// says why (the node plugin is not running, NodeUnpublish failed, the
+	// servers have not accepted the unpublish yet).
+	csiStepReleasePending = "release-pending"
+	// csiStepReleased: the node side is undone (NodeUnpublish, and
+	// NodeUnstage for the last user, succeeded) and the servers were told.
+	csiStepReleased = "released"
 )
 
 // CSIEvents lets the csi_hook, an alloc hook without tasks of its own,

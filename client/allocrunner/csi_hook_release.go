@@ -93,20 +93,34 @@ func (h *csiHook) startReleases() []<-chan struct{} {
 }
 
 // releaseLoop releases one volume, retrying with capped backoff until it
-// is done or the hook is shut down or destroyed.
+// is done or the hook is shut down or destroyed. Its task events tell only
+// what happened: "release pending" with the reason whenever that reason
+// changes, and "released" once the node plugin undid the mount and the
+// servers accepted the unpublish, worded by how far the mount had got.
 func (h *csiHook) releaseLoop(name string, rel *csiRelease) {
 	lastMsg := ""
+	pending := func(st *csiVolumeState, why string) {
+		if why == lastMsg {
+			return
+		}
+		lastMsg = why
+		h.emit(name, st.Source, st.PluginID, csiStepReleasePending, fmt.Sprintf("Release of volume %q pending: %s", st.Source, why))
+	}
+	from := ""
 	for attempt := 0; ; attempt++ {
 		st := h.volumeState(name)
 		if st == nil {
 			h.setRelease(rel, true, nil)
 			return
 		}
-		err := h.release(h.ctx, name, st)
+		if from == "" {
+			from = st.Step
+		}
+		err := h.release(h.ctx, name, st, func(why string) { pending(st, why) })
 		if err == nil {
 			h.setRelease(rel, true, nil)
 			h.logger.Info("volume released", "volume", name, "volume_id", st.Source)
-			h.emit(name, st.Source, st.PluginID, csiStepReleased, fmt.Sprintf("Volume %q unmounted and released", st.Source))
+			h.emit(name, st.Source, st.PluginID, csiStepReleased, releasedText(st.Source, from))
 			return
 		}
 		h.setRelease(rel, false, err)
@@ -115,14 +129,25 @@ func (h *csiHook) releaseLoop(name string, rel *csiRelease) {
 		}
 		d := h.cfg.RetryBackoff.Delay(attempt)
 		h.logger.Warn("releasing volume failed; retrying", "volume", name, "volume_id", st.Source, "error", err, "retry_in", d)
-		if msg := err.Error(); msg != lastMsg {
-			lastMsg = msg
-			h.emit(name, st.Source, st.PluginID, csiStepReleaseFailed, fmt.Sprintf("Releasing volume %q failed, retrying: %v", st.Source, err))
-		}
+		pending(st, fmt.Sprintf("%v (retrying)", err))
 		if !sleepCtx(h.ctx, d) {
 			return
 		}
 	}
+}
+
+// releasedText is the "released" event's message for a volume whose
+// release started at step from. It is pure.
+func releasedText(source, from string) string {
+	switch from {
+	case csiVolumeMounted:
+		return fmt.Sprintf("Volume %q unmounted and released", source)
+	case csiVolumeMounting:
+		return fmt.Sprintf("Volume %q released; its mount never completed, and the node plugin confirmed it is unpublished", source)
+	case csiVolumeUnmounted:
+		return fmt.Sprintf("Volume %q released; it was already unpublished on this node", source)
+	}
+	return fmt.Sprintf("Claim on volume %q released; it was never mounted", source)
 }
 
 func (h *csiHook) setRelease(rel *csiRelease, ok bool, err error) {
@@ -132,9 +157,11 @@ func (h *csiHook) setRelease(rel *csiRelease, ok bool, err error) {
 }
 
 // release does what is left of one volume's release, persisting each step.
-func (h *csiHook) release(ctx context.Context, name string, st *csiVolumeState) error {
+// It calls pending with the reason before it waits for a node plugin that
+// is not running.
+func (h *csiHook) release(ctx context.Context, name string, st *csiVolumeState, pending func(why string)) error {
 	if st.needsUnmount() {
-		vm, err := h.pluginForRelease(ctx, st.PluginID)
+		vm, err := h.pluginForRelease(ctx, st.PluginID, pending)
 		if err != nil {
 			return err
 		}
@@ -161,10 +188,11 @@ func (h *csiHook) release(ctx context.Context, name string, st *csiVolumeState) 
 
 // pluginForRelease waits, up to PluginWait, for the node plugin that
 // mounted a volume: after a client restart it may not be back yet.
-func (h *csiHook) pluginForRelease(ctx context.Context, pluginID string) (csimanager.VolumeManager, error) {
+func (h *csiHook) pluginForRelease(ctx context.Context, pluginID string, pending func(why string)) (csimanager.VolumeManager, error) {
 	if vm, ok := h.cfg.Manager.NodePlugin(pluginID); ok {
 		return vm, nil
 	}
+	pending(fmt.Sprintf("node plugin %q not running on this node; waiting up to %s for it", pluginID, h.cfg.PluginWait))
 	wctx, cancel := context.WithTimeout(ctx, h.cfg.PluginWait)
 	defer cancel()
 	return h.cfg.Manager.WaitForNodePlugin(wctx, pluginID)

@@ -417,6 +417,8 @@ func TestCSIHook_ClaimFinalErrorFailsTheAlloc(t *testing.T) {
 	waitTasksExited(t, r)
 	must.Eq(t, 1, h.server.unpublished(r.ID()), must.Sprint("a claim that may have been taken is released"))
 	must.Eq(t, 0, h.plugin.Calls("NodeUnpublishVolume"), must.Sprint("nothing was mounted"))
+	must.Nil(t, findEvent(taskState(t, r, "web"), EventCSIVolume, "unmounted"), must.Sprintf("events: %s", describeEvents(r.Alloc())))
+	must.NotNil(t, findEvent(taskState(t, r, "web"), EventCSIVolume, `Claim on volume "db[0]" released; it was never mounted`))
 }
 
 func TestCSIHook_WaitsForTheNodePluginThenRuns(t *testing.T) {
@@ -623,9 +625,52 @@ func TestCSIHook_PostrunRetriesTransientFailures(t *testing.T) {
 	must.Eq(t, 2, h.plugin.Calls("NodeUnpublishVolume"), must.Sprint("failed once, then retried"))
 	must.Eq(t, 1, h.plugin.Calls("NodeUnstageVolume"))
 	must.Eq(t, 2, h.server.unpublished(a.ID), must.Sprint("no leader once, then retried"))
-	ev := findEvent(taskState(t, r, "web"), EventCSIVolume, "Releasing volume")
+	ev := findEvent(taskState(t, r, "web"), EventCSIVolume, `Release of volume "db[0]" pending: `)
 	must.NotNil(t, ev, must.Sprintf("events: %s", describeEvents(r.Alloc())))
-	must.Eq(t, csiStepReleaseFailed, ev.Details["step"])
+	must.Eq(t, csiStepReleasePending, ev.Details["step"])
+	must.Len(t, 1, findEvents(taskState(t, r, "web"), EventCSIVolume, "unmounted and released"))
+}
+
+// TestCSIHook_ReleaseEventsTellTheTruth: while the node plugin is gone the
+// release is reported pending with that reason, and "released" comes only
+// after the plugin is back and unpublished the volume.
+func TestCSIHook_ReleaseEventsTellTheTruth(t *testing.T) {
+	h := newCSIHarness(t, registered("db[0]"))
+	c := h.client()
+	c.registerPlugin()
+	a := csiAlloc("0", perAllocVolume(), "mock")
+	r := c.run(a, false)
+	waitRunning(t, r)
+	must.NoError(t, c.registry.Deregister(dynamicplugins.PluginTypeCSINode, "fakeplug", "plugin-alloc"))
+	testutil.WaitForResult(t, func() (bool, error) {
+		_, ok := c.mgr.NodePlugin("fakeplug")
+		return !ok, nil
+	})
+	stop(r, a)
+	testutil.WaitForResult(t, func() (bool, error) {
+		ev := findEvent(taskState(t, r, "web"), EventCSIVolume, `Release of volume "db[0]" pending: node plugin "fakeplug" not running on this node`)
+		return ev != nil && ev.Details["step"] == csiStepReleasePending, fmt.Errorf("events: %s", describeEvents(r.Alloc()))
+	})
+	must.Nil(t, findEvent(taskState(t, r, "web"), EventCSIVolume, "released"), must.Sprint("nothing is released while the plugin is gone"))
+	must.False(t, r.Alloc().TasksExited)
+	must.Eq(t, 0, h.plugin.Calls("NodeUnpublishVolume"))
+	must.Eq(t, 0, h.server.unpublished(a.ID))
+
+	c.registerPlugin()
+	waitTasksExited(t, r)
+	ev := findEvent(taskState(t, r, "web"), EventCSIVolume, `Volume "db[0]" unmounted and released`)
+	must.NotNil(t, ev, must.Sprintf("events: %s", describeEvents(r.Alloc())))
+	must.Eq(t, csiStepReleased, ev.Details["step"])
+	must.Eq(t, 1, h.plugin.Calls("NodeUnpublishVolume"))
+	must.Eq(t, 1, h.server.unpublished(a.ID))
+}
+
+func TestReleasedText(t *testing.T) {
+	must.Eq(t, `Volume "v" unmounted and released`, releasedText("v", csiVolumeMounted))
+	for _, step := range []string{csiVolumeClaiming, csiVolumeMounting, csiVolumeUnmounted} {
+		must.StrNotContains(t, releasedText("v", step), "unmounted and released", must.Sprint(step))
+	}
+	must.Eq(t, `Claim on volume "v" released; it was never mounted`, releasedText("v", csiVolumeClaiming))
 }
 
 // TestCSIHook_ShutdownIsPromptWhileThePluginHangs: a client shutting down
