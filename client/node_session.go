@@ -10,6 +10,7 @@ import (
 
 	"github.com/berth-io/berth/client/pluginmanager/csimanager"
 	"github.com/berth-io/berth/helper"
+	"github.com/berth-io/berth/nomad/msgpack"
 	"github.com/berth-io/berth/nomad/structs"
 	"github.com/berth-io/berth/plugins/csi"
 )
@@ -83,7 +84,7 @@ func (c *Client) nodeSessionLoop(ctx context.Context) {
 
 // serveNodeSession serves conn until it breaks or ctx ends.
 func (c *Client) serveNodeSession(ctx context.Context, srv *rpc.Server, conn net.Conn) {
-	codec := structs.NewRPCCodec(conn)
+	codec := msgpack.NewRPCCodec(conn)
 	stop := context.AfterFunc(ctx, func() { codec.Close() })
 	defer stop()
 	srv.ServeCodec(codec) // returns when the connection closes

@@ -9,6 +9,7 @@ import (
 	raftwal "github.com/hashicorp/raft-wal"
 
 	"github.com/berth-io/berth/nomad"
+	"github.com/berth-io/berth/nomad/msgpack"
 	"github.com/berth-io/berth/nomad/structs"
 	"github.com/berth-io/berth/testutil/cluster"
 )
@@ -45,7 +46,7 @@ func BenchmarkRawWALAppend(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { wal.Close() })
-	buf, err := structs.Encode(structs.NodeRegisterRequestType, &structs.NodeRegisterRequest{Node: testNode(0)})
+	buf, err := msgpack.Encode(structs.NodeRegisterRequestType, &structs.NodeRegisterRequest{Node: testNode(0)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -66,7 +67,7 @@ func BenchmarkRaftApplyDirect(b *testing.B) {
 		c.DevMode = false
 		c.DataDir = dir
 	})
-	buf, err := structs.Encode(structs.NodeRegisterRequestType, &structs.NodeRegisterRequest{Node: testNode(0)})
+	buf, err := msgpack.Encode(structs.NodeRegisterRequestType, &structs.NodeRegisterRequest{Node: testNode(0)})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/shoenig/test/must"
 
+	"github.com/berth-io/berth/nomad/msgpack"
 	"github.com/berth-io/berth/nomad/structs"
 	"github.com/berth-io/berth/testutil/cluster"
 )
@@ -58,7 +59,7 @@ func registerVolumes(t *testing.T, s *cluster.Server, ns string, vols ...*struct
 // use it for writes whose RPCs belong to other issues (plans, claims).
 func raftApply(t *testing.T, s *cluster.Server, mt structs.MessageType, req any) uint64 {
 	t.Helper()
-	buf, err := structs.Encode(mt, req)
+	buf, err := msgpack.Encode(mt, req)
 	must.NoError(t, err)
 	f := s.Raft().Apply(buf, 5*time.Second)
 	must.NoError(t, f.Error())

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/hashicorp/raft"
 
+	"github.com/berth-io/berth/nomad/msgpack"
 	"github.com/berth-io/berth/nomad/state"
 	"github.com/berth-io/berth/nomad/structs"
 )
@@ -126,7 +127,7 @@ func (f *FSM) Apply(log *raft.Log) any {
 
 // decodeRequest decodes an entry's body, naming the message type on error.
 func decodeRequest(buf []byte, out any) error {
-	if err := structs.Decode(buf, out); err != nil {
+	if err := msgpack.Decode(buf, out); err != nil {
 		return fmt.Errorf("decoding %T: %w", out, err)
 	}
 	return nil
@@ -333,7 +334,7 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 
 func (s *fsmSnapshot) persist(w io.Writer) error {
 	bw := bufio.NewWriter(w)
-	enc := codec.NewEncoder(bw, structs.MsgpackHandle())
+	enc := codec.NewEncoder(bw, msgpack.Handle())
 	last, err := s.snap.LatestIndex()
 	if err != nil {
 		return err
@@ -405,7 +406,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 }
 
 func readFSMSnapshot(r io.Reader, restore *state.StateRestore) error {
-	dec := codec.NewDecoder(r, structs.MsgpackHandle())
+	dec := codec.NewDecoder(r, msgpack.Handle())
 	var header fsmSnapshotHeader
 	if err := dec.Decode(&header); err != nil {
 		return fmt.Errorf("reading header: %w", err)

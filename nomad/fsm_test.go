@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/shoenig/test/must"
 
+	"github.com/berth-io/berth/nomad/msgpack"
 	"github.com/berth-io/berth/nomad/state"
 	"github.com/berth-io/berth/nomad/structs"
 )
@@ -26,7 +27,7 @@ func fsmTestFSM(t *testing.T) *FSM {
 // fsmApply encodes req as an entry of type mt at index and applies it.
 func fsmApply(t *testing.T, f *FSM, index uint64, mt structs.MessageType, req any) any {
 	t.Helper()
-	buf, err := structs.Encode(mt, req)
+	buf, err := msgpack.Encode(mt, req)
 	must.NoError(t, err)
 	return f.Apply(&raft.Log{Index: index, Type: raft.LogCommand, Data: buf})
 }
@@ -541,7 +542,7 @@ func TestFSM_RestoreRejectsBadSnapshots(t *testing.T) {
 
 func ExampleFSM_Apply() {
 	f, _ := NewFSM(nil)
-	buf, _ := structs.Encode(structs.NodeRegisterRequestType, &structs.NodeRegisterRequest{Node: fsmNode("n1")})
+	buf, _ := msgpack.Encode(structs.NodeRegisterRequestType, &structs.NodeRegisterRequest{Node: fsmNode("n1")})
 	fmt.Println(f.Apply(&raft.Log{Index: 1, Data: buf}))
 	n, _ := f.State().NodeByID(nil, "n1")
 	fmt.Println(n.Status, n.CreateIndex)

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berth-io/berth/nomad/msgpack"
 	"github.com/berth-io/berth/nomad/structs"
 )
 
@@ -36,7 +37,7 @@ const rpcByteNodeSession byte = 0x03
 const nodeSessionIdentifyTimeout = 10 * time.Second
 
 // DialNodeSession opens a node session to the server at addr. The caller
-// serves net/rpc on the returned connection (with structs.NewRPCCodec).
+// serves net/rpc on the returned connection (with msgpack.NewRPCCodec).
 func DialNodeSession(ctx context.Context, addr string) (net.Conn, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
@@ -214,7 +215,7 @@ func (s *Server) serveNodeSession(ctx context.Context, conn net.Conn) {
 	}
 
 	sess := &nodeSession{done: make(chan struct{})}
-	sess.rc = rpc.NewClientWithCodec(structs.NewRPCCodec(&doneConn{Conn: conn, sess: sess}))
+	sess.rc = rpc.NewClientWithCodec(msgpack.NewRPCCodec(&doneConn{Conn: conn, sess: sess}))
 	defer sess.close()
 
 	idCtx, cancel := context.WithTimeout(ctx, nodeSessionIdentifyTimeout)

@@ -13,6 +13,7 @@ import (
 	"github.com/shoenig/test/must"
 
 	"github.com/berth-io/berth/nomad"
+	"github.com/berth-io/berth/nomad/msgpack"
 	"github.com/berth-io/berth/nomad/structs"
 	"github.com/berth-io/berth/testutil"
 	"github.com/berth-io/berth/testutil/cluster"
@@ -127,7 +128,7 @@ func openSession(t *testing.T, s *cluster.Server, node *structs.Node, secret str
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		srv.ServeCodec(structs.NewRPCCodec(conn))
+		srv.ServeCodec(msgpack.NewRPCCodec(conn))
 	}()
 	return done
 }

@@ -12,6 +12,7 @@ import (
 	raftwal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/metadb"
 
+	"github.com/berth-io/berth/nomad/msgpack"
 	"github.com/berth-io/berth/nomad/structs"
 )
 
@@ -167,7 +168,7 @@ func (s *Server) joinLoop(ctx context.Context) {
 // raftApply commits one message and returns the FSM's response and index.
 // An error returned by the FSM comes back as the error.
 func (s *Server) raftApply(t structs.MessageType, msg any) (any, uint64, error) {
-	buf, err := structs.Encode(t, msg)
+	buf, err := msgpack.Encode(t, msg)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/berth-io/berth/nomad/msgpack"
 	"github.com/berth-io/berth/nomad/structs"
 )
 
@@ -72,7 +73,7 @@ func (s *Server) serveRPC(conn net.Conn) {
 	// ServeCodec runs each request in its own goroutine, so a blocking
 	// query never holds up a heartbeat sent on the same connection. It
 	// returns when the connection closes (Shutdown closes tracked conns).
-	s.rpcServer.ServeCodec(structs.NewRPCCodec(conn))
+	s.rpcServer.ServeCodec(msgpack.NewRPCCodec(conn))
 }
 
 // trackConn remembers open RPC connections so Shutdown can close them and
@@ -179,7 +180,7 @@ func (p *ConnPool) get(addr string) (*rpc.Client, error) {
 		conn.Close()
 		return nil, fmt.Errorf("dialing server %s: %w", addr, err)
 	}
-	c := rpc.NewClientWithCodec(structs.NewRPCCodec(conn))
+	c := rpc.NewClientWithCodec(msgpack.NewRPCCodec(conn))
 	p.clients[addr] = c
 	return c, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/shoenig/test/must"
 
 	"github.com/berth-io/berth/api"
+	"github.com/berth-io/berth/nomad/msgpack"
 	"github.com/berth-io/berth/nomad/structs"
 )
 
@@ -104,7 +105,7 @@ func registerVolume(t *testing.T, a *Agent, v *api.CSIVolume) uint64 {
 // raftApply commits a write whose RPC belongs to another issue (plans).
 func raftApply(t *testing.T, a *Agent, mt structs.MessageType, req any) {
 	t.Helper()
-	buf, err := structs.Encode(mt, req)
+	buf, err := msgpack.Encode(mt, req)
 	must.NoError(t, err)
 	f := a.Server().Raft().Apply(buf, 5*time.Second)
 	must.NoError(t, f.Error())

@@ -1,4 +1,4 @@
-package structs
+package msgpack
 
 import (
 	"bufio"
@@ -13,8 +13,7 @@ import (
 // RPCCodec is net/rpc's client and server codec over msgpack: each
 // message is the rpc header, then the body, with the same handle Raft
 // entries use. Servers speak it to each other and to clients, and clients
-// serve their node session with it, so it lives beside the types it
-// carries. (net-rpc-msgpackrpc's codec races Close against reads, which
+// serve their node session with it. (net-rpc-msgpackrpc's codec races Close against reads, which
 // -race reports on every server shutdown; this one does not.)
 type RPCCodec struct {
 	conn io.ReadWriteCloser
@@ -33,9 +32,9 @@ func NewRPCCodec(conn io.ReadWriteCloser) *RPCCodec {
 	bw := bufio.NewWriter(conn)
 	return &RPCCodec{
 		conn: conn,
-		dec:  codec.NewDecoder(bufio.NewReader(conn), MsgpackHandle()),
+		dec:  codec.NewDecoder(bufio.NewReader(conn), Handle()),
 		bw:   bw,
-		enc:  codec.NewEncoder(bw, MsgpackHandle()),
+		enc:  codec.NewEncoder(bw, Handle()),
 	}
 }
 
