@@ -28,5 +28,8 @@
 //
 // With Spec.Isolation, the executor first builds the task's root in a
 // private mount namespace (see isolate.go and package exec's doc for the
-// layout) and the task is chrooted into it.
+// layout) and the task is chrooted into it. A device node bound read-only
+// (a read-only claim of a block-device volume) is made read-only for real:
+// the task starts in a cgroup of its own whose device filter refuses
+// writes to it (devices.go).
 package executor

@@ -39,7 +39,15 @@ func run(spec *Spec, rep *os.File, logger hclog.Logger) int {
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 
-	cmd, err := command(spec)
+	cmd, cg, err := command(spec)
+	if cg != nil {
+		defer func() {
+			// After collectGroup: the cgroup can go once nothing is in it.
+			if err := cg.remove(); err != nil {
+				logger.Warn("cannot remove the task's device cgroup", "error", err)
+			}
+		}()
+	}
 	if err == nil {
 		err = cmd.Start()
 		closeOutputs(cmd)
@@ -97,18 +105,20 @@ func collectGroup(pgid int) {
 	}
 }
 
-// command builds the task's command: it sets up the isolation if asked,
-// resolves the program and opens the output files.
-func command(spec *Spec) (*exec.Cmd, error) {
+// command builds the task's command: it sets up the isolation if asked
+// (with the device cgroup that keeps read-only devices read-only, which
+// the caller removes once the task and its group are gone), resolves the
+// program and opens the output files.
+func command(spec *Spec) (*exec.Cmd, *deviceCgroup, error) {
 	// Open the outputs while this thread still sees the host's mounts.
 	stdout, err := openOutput(spec.StdoutPath)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	stderr, err := openOutput(spec.StderrPath)
 	if err != nil {
 		stdout.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	cmd := &exec.Cmd{
 		Args:        append([]string{spec.Command}, spec.Args...),
@@ -119,11 +129,22 @@ func command(spec *Spec) (*exec.Cmd, error) {
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true}, // StopTask signals the whole group
 	}
 	root := ""
+	var cg *deviceCgroup
 	if spec.Isolation != nil {
 		root = spec.Isolation.Root
-		if err := isolate(spec.Isolation); err != nil {
+		devs, err := readOnlyDevices(spec.Isolation)
+		if err == nil && len(devs) > 0 {
+			// Before isolate: the cgroup file system is a host mount.
+			if cg, err = newDeviceCgroup(spec.TaskID, devs); err == nil {
+				cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, cg.fd
+			}
+		}
+		if err == nil {
+			err = isolate(spec.Isolation)
+		}
+		if err != nil {
 			closeOutputs(cmd)
-			return nil, err
+			return nil, cg, err
 		}
 		cmd.SysProcAttr.Chroot = root
 		if cmd.Dir == "" {
@@ -133,9 +154,9 @@ func command(spec *Spec) (*exec.Cmd, error) {
 	cmd.Path, err = lookPath(root, cmd.Dir, spec.Command, pathOf(spec.Env))
 	if err != nil {
 		closeOutputs(cmd)
-		return nil, err
+		return nil, cg, err
 	}
-	return cmd, nil
+	return cmd, cg, nil
 }
 
 // openOutput opens a task output file for appending; "" is /dev/null.
