@@ -77,7 +77,7 @@ func (s *allocSyncer) run(ctx context.Context) {
 			return
 		case <-s.kick:
 		}
-		if !sleepCtx(ctx, s.window) {
+		if !helper.SleepCtx(ctx, s.window) {
 			return
 		}
 		if err := s.flush(ctx); err != nil {
@@ -87,7 +87,7 @@ func (s *allocSyncer) run(ctx context.Context) {
 			d := s.backoff.Delay(failures)
 			failures++
 			s.logger.Warn("sending alloc updates failed; retrying", "error", err, "retry_in", d)
-			if !sleepCtx(ctx, d) {
+			if !helper.SleepCtx(ctx, d) {
 				return
 			}
 			select {
@@ -118,19 +118,4 @@ func (s *allocSyncer) flush(ctx context.Context) error {
 		return err
 	}
 	return nil
-}
-
-// sleepCtx waits d; false if ctx ended first.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

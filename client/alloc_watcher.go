@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/berth-io/berth/helper"
 	"github.com/berth-io/berth/nomad/structs"
 )
 
@@ -34,7 +35,7 @@ func (c *Client) watchAllocs(ctx context.Context) {
 			d := c.cfg.RetryBackoff.Delay(failures)
 			failures++
 			c.logger.Warn("watching allocs failed; retrying", "error", err, "retry_in", d)
-			if !sleepCtx(ctx, d) {
+			if !helper.SleepCtx(ctx, d) {
 				return
 			}
 			continue
@@ -55,7 +56,7 @@ func (c *Client) watchAllocs(ctx context.Context) {
 		d := c.cfg.RetryBackoff.Delay(failures)
 		failures++
 		c.logger.Debug("alloc query returned early without changes", "retry_in", d)
-		if !sleepCtx(ctx, d) {
+		if !helper.SleepCtx(ctx, d) {
 			return
 		}
 	}

@@ -250,7 +250,7 @@ func (c *Client) csiNodeSync(ctx context.Context) {
 			return
 		case <-c.csiChanged:
 		}
-		if !sleepCtx(ctx, c.cfg.UpdateBatchWindow) {
+		if !helper.SleepCtx(ctx, c.cfg.UpdateBatchWindow) {
 			// Leave the change pending for the final register at shutdown.
 			c.markCSIChanged()
 			return

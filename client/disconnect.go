@@ -67,6 +67,7 @@ import (
 
 	"github.com/berth-io/berth/client/allocrunner"
 	"github.com/berth-io/berth/client/allocrunner/taskrunner"
+	"github.com/berth-io/berth/helper"
 )
 
 const (
@@ -180,7 +181,7 @@ func (c *Client) disconnectLoop(ctx context.Context) {
 			}
 			wait = disconnectCheckInterval
 		}
-		if !sleepCtx(ctx, wait) {
+		if !helper.SleepCtx(ctx, wait) {
 			return
 		}
 	}

@@ -390,7 +390,7 @@ func (h *csiHook) lookupVolume(ctx context.Context, name, source string) (*struc
 		}
 		d := h.cfg.RetryBackoff.Delay(attempt)
 		h.logger.Warn("looking up volume failed; retrying", "volume_id", source, "error", err, "retry_in", d)
-		if !sleepCtx(ctx, d) {
+		if !helper.SleepCtx(ctx, d) {
 			return nil, ctx.Err()
 		}
 	}
@@ -450,7 +450,7 @@ func (h *csiHook) claim(ctx context.Context, name, source, pluginID string, vr *
 			lastMsg = err.Error()
 			h.emit(name, source, pluginID, csiStepClaimBlocked, fmt.Sprintf("Claim of volume %q blocked, retrying: %v", source, err))
 		}
-		if !sleepCtx(ctx, d) {
+		if !helper.SleepCtx(ctx, d) {
 			return nil, ctx.Err()
 		}
 	}
@@ -510,17 +510,5 @@ func (h *csiHook) emit(name, source, pluginID, step, msg string) {
 		h.cfg.Events.emit(h.alloc.ID, task, &structs.TaskEvent{
 			Type: EventCSIVolume, Time: time.Now().UnixNano(), Message: text, DisplayMessage: text, Details: d,
 		})
-	}
-}
-
-// sleepCtx waits d; false if ctx ended first.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }

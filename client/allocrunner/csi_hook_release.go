@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/berth-io/berth/client/pluginmanager/csimanager"
+	"github.com/berth-io/berth/helper"
 	"github.com/berth-io/berth/nomad/structs"
 )
 
@@ -130,7 +131,7 @@ func (h *csiHook) releaseLoop(name string, rel *csiRelease) {
 		d := h.cfg.RetryBackoff.Delay(attempt)
 		h.logger.Warn("releasing volume failed; retrying", "volume", name, "volume_id", st.Source, "error", err, "retry_in", d)
 		pending(st, fmt.Sprintf("%v (retrying)", err))
-		if !sleepCtx(h.ctx, d) {
+		if !helper.SleepCtx(h.ctx, d) {
 			return
 		}
 	}

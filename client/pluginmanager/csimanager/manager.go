@@ -37,6 +37,7 @@ import (
 	"github.com/berth-io/berth/client/dynamicplugins"
 	"github.com/berth-io/berth/client/state"
 	"github.com/berth-io/berth/helper"
+	"github.com/berth-io/berth/helper/keylock"
 	"github.com/berth-io/berth/nomad/structs"
 	"github.com/berth-io/berth/plugins/csi"
 )
@@ -95,7 +96,7 @@ type Manager struct {
 	cfg    Config
 	logger hclog.Logger
 	// locks serialises operations per volume, across plugin instances.
-	locks keyedLock
+	locks keylock.Locks[string]
 
 	// lock guards instances and changed.
 	lock      sync.Mutex

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/berth-io/berth/helper/keylock"
 	"github.com/berth-io/berth/nomad/structs"
 	"github.com/berth-io/berth/plugins/csi"
 )
@@ -74,7 +75,7 @@ type volumeManager struct {
 	client         csi.Client
 	paths          Paths
 	usage          usageStore
-	locks          *keyedLock
+	locks          *keylock.Locks[string]
 	isMountpoint   func(string) (bool, error)
 	logger         hclog.Logger
 }
@@ -122,7 +123,7 @@ func (v *volumeManager) mountVolume(ctx context.Context, vol *structs.CSIVolume,
 		return nil, err
 	}
 	logger := v.logger.With("volume_id", vol.ID, "namespace", vol.Namespace, "alloc_id", allocID, "usage", usage.Name())
-	unlock, err := v.locks.acquire(ctx, volumeLockKey(v.pluginID, vol.Namespace, vol.ID))
+	unlock, err := v.locks.Lock(ctx, volumeLockKey(v.pluginID, vol.Namespace, vol.ID))
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +221,7 @@ func (v *volumeManager) unmountVolume(ctx context.Context, vol VolumeRef, allocI
 		return err
 	}
 	logger := v.logger.With("volume_id", vol.ID, "namespace", vol.Namespace, "alloc_id", allocID, "usage", usage.Name())
-	unlock, err := v.locks.acquire(ctx, volumeLockKey(v.pluginID, vol.Namespace, vol.ID))
+	unlock, err := v.locks.Lock(ctx, volumeLockKey(v.pluginID, vol.Namespace, vol.ID))
 	if err != nil {
 		return err
 	}
