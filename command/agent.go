@@ -155,11 +155,17 @@ func (c *AgentCommand) Run(args []string) int {
 	sigCh := make(chan os.Signal, 2)
 	signal.Notify(sigCh, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigCh)
+	halted, _ := a.Halted()
+	exit := 0
 	select {
 	case sig := <-sigCh:
 		c.ui.Output("==> Caught signal %v: shutting down (again to force)", sig)
 	case <-c.stop:
 		c.ui.Output("==> Shutting down")
+	case <-halted:
+		_, err := a.Halted()
+		c.ui.Error("==> Server stopped applying the raft log; shutting down:\n    %v", err)
+		exit = 1
 	}
 	done := make(chan error, 1)
 	go func() { done <- a.Shutdown() }()
@@ -177,7 +183,7 @@ func (c *AgentCommand) Run(args []string) int {
 		return 1
 	}
 	c.ui.Output("==> Agent stopped")
-	return 0
+	return exit
 }
 
 // devPluginConfig is the dev plugin of `agent -dev`: it runs this very

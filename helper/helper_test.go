@@ -40,3 +40,21 @@ func TestBackoff(t *testing.T) {
 		must.Between(t, 200*time.Millisecond, d, 400*time.Millisecond)
 	}
 }
+
+func TestLogLimiter(t *testing.T) {
+	l := NewLogLimiter(time.Hour)
+	ok, held := l.Allow()
+	if !ok || held != 0 {
+		t.Fatalf("first line: got %v, %d; want it written", ok, held)
+	}
+	for range 3 {
+		if ok, _ := l.Allow(); ok {
+			t.Fatal("a second line within the interval was let through")
+		}
+	}
+	l.last = l.last.Add(-2 * time.Hour)
+	ok, held = l.Allow()
+	if !ok || held != 3 {
+		t.Fatalf("after the interval: got %v, %d; want written with 3 held back", ok, held)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
@@ -32,7 +33,35 @@ type FSM struct {
 	// state is the current store; Restore swaps in a new one, so readers
 	// always go through State.
 	state atomic.Pointer[state.StateStore]
+
+	// halted is set once the FSM met an entry it must not skip and cannot
+	// apply; from then on it applies nothing (see Apply). haltCh closes
+	// then, so the server can stop.
+	halted   atomic.Pointer[HaltError]
+	haltCh   chan struct{}
+	haltOnce sync.Once
 }
+
+// HaltError is why an FSM stopped applying the log: the entry at Index
+// has a message type this server does not know. It names the entry and
+// what the operator can do.
+type HaltError struct {
+	Index uint64
+	Type  uint8
+}
+
+func (e *HaltError) Error() string {
+	return fmt.Sprintf("raft entry %d has message type %d, which this server does not know, "+
+		"so it stopped applying the log rather than diverge from the other servers. "+
+		"If the entry comes from a newer Berth, upgrade this server. If it should not be there "+
+		"(a forged or corrupt entry), stop this server, move its data_dir/server/raft aside, "+
+		"and add it back with `berth operator raft remove-peer` and `add-peer` so it copies the "+
+		"state from the leader; on a single server, restart from a backup of data_dir taken before entry %d",
+		e.Index, e.Type, e.Index)
+}
+
+// Halted returns a channel closed once the FSM halts, and the reason.
+func (f *FSM) Halted() (<-chan struct{}, *HaltError) { return f.haltCh, f.halted.Load() }
 
 var _ raft.FSM = (*FSM)(nil)
 
@@ -46,7 +75,7 @@ func NewFSM(logger hclog.Logger) (*FSM, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating fsm: %w", err)
 	}
-	f := &FSM{logger: logger}
+	f := &FSM{logger: logger, haltCh: make(chan struct{})}
 	f.state.Store(store)
 	return f, nil
 }
@@ -56,10 +85,16 @@ func NewFSM(logger hclog.Logger) (*FSM, error) {
 func (f *FSM) State() *state.StateStore { return f.state.Load() }
 
 // Apply applies one committed entry. An entry of a type this server does
-// not know is skipped when the type carries structs.IgnoreUnknownTypeFlag
-// and panics otherwise: applying the rest of the log without it would
-// silently diverge from the servers that know it.
+// not know is skipped when the type carries structs.IgnoreUnknownTypeFlag;
+// otherwise the FSM halts: applying the rest of the log without it would
+// silently diverge from the servers that know it, and panicking would
+// crash-loop a disk server that replays the entry on every start. A
+// halted FSM answers every later entry with its HaltError and applies
+// nothing; the server sees Halted and stops.
 func (f *FSM) Apply(log *raft.Log) any {
+	if h := f.halted.Load(); h != nil {
+		return h
+	}
 	if len(log.Data) == 0 {
 		return fmt.Errorf("applying raft entry %d: empty entry", log.Index)
 	}
@@ -111,8 +146,13 @@ func (f *FSM) Apply(log *raft.Log) any {
 			f.logger.Warn("ignoring unknown raft message type", "type", uint8(msgType), "index", index)
 			return nil
 		}
-		panic(fmt.Errorf("fsm: cannot apply raft entry %d: unknown message type %d "+
-			"(written by a newer server? upgrade this one)", index, uint8(msgType)))
+		h := &HaltError{Index: index, Type: uint8(msgType)}
+		f.haltOnce.Do(func() {
+			f.halted.Store(h)
+			f.logger.Error("fsm halted", "index", index, "type", uint8(msgType), "error", h)
+			close(f.haltCh)
+		})
+		return h
 	}
 	if err != nil {
 		if structs.CodeOf(err) == structs.CodeInternal {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/go-memdb"
@@ -396,14 +397,47 @@ func TestFSM_UnknownMessageTypes(t *testing.T) {
 	must.NoError(t, err)
 	must.Eq(t, before, after)
 
-	must.Panic(t, func() { fsmApply(t, f, 31, structs.MessageType(77), &structs.GenericRequest{}) })
-
 	// A known type carrying the flag is applied as usual.
 	fsmMustApply(t, f, 32, structs.IgnoreUnknownTypeFlag|structs.NodeRegisterRequestType,
 		&structs.NodeRegisterRequest{Node: fsmNode("flagged")})
 	n, err := f.State().NodeByID(nil, "flagged")
 	must.NoError(t, err)
 	must.NotNil(t, n)
+
+	// An unknown type without the flag halts the FSM: no panic, an error
+	// naming the entry, and nothing applied after it.
+	haltCh, h := f.Halted()
+	must.Nil(t, h)
+	resp := fsmApply(t, f, 33, structs.MessageType(77), &structs.GenericRequest{})
+	var he *HaltError
+	must.ErrorAs[error](t, resp.(error), &he)
+	must.Eq(t, uint64(33), he.Index)
+	must.Eq(t, uint8(77), he.Type)
+	<-haltCh
+	resp = fsmApply(t, f, 34, structs.NodeRegisterRequestType, &structs.NodeRegisterRequest{Node: fsmNode("after")})
+	must.ErrorAs[error](t, resp.(error), &he)
+	must.Eq(t, uint64(33), he.Index)
+	n, err = f.State().NodeByID(nil, "after")
+	must.NoError(t, err)
+	must.Nil(t, n)
+}
+
+// TestFSM_EveryKnownTypeIsApplied: every type structs calls known has a
+// case in Apply (a body that does not decode is an error, not a halt),
+// and the first unknown one halts: bumping lastMessageType without a case,
+// or a case without the bump, fails here.
+func TestFSM_EveryKnownTypeIsApplied(t *testing.T) {
+	f := fsmTestFSM(t)
+	for mt := structs.MessageType(0); mt < structs.IgnoreUnknownTypeFlag; mt++ {
+		resp := f.Apply(&raft.Log{Index: uint64(mt) + 1, Data: []byte{byte(mt), 0xc1}})
+		_, halted := resp.(*HaltError)
+		if mt.Known() {
+			must.False(t, halted, must.Sprintf("known type %d has no case in FSM.Apply", mt))
+			continue
+		}
+		must.True(t, halted, must.Sprintf("type %d is not known but FSM.Apply took it", mt))
+		return
+	}
 }
 
 // fsmSink is an in-memory raft.SnapshotSink.
@@ -549,4 +583,33 @@ func ExampleFSM_Apply() {
 	// Output:
 	// <nil>
 	// ready 1
+}
+
+// TestEncodeEntry_RefusesWhatNoFSMCouldApply: the leader checks an entry
+// before proposing it, so nothing is committed that every server would
+// then fail (or halt) on.
+func TestEncodeEntry_RefusesWhatNoFSMCouldApply(t *testing.T) {
+	deep := map[string]any{}
+	cur := deep
+	for range 9000 {
+		next := map[string]any{}
+		cur["a"] = next
+		cur = next
+	}
+	job := &structs.Job{ID: "deep", TaskGroups: []*structs.TaskGroup{{Name: "g", Tasks: []*structs.Task{{Name: "t", Config: deep}}}}}
+	_, err := encodeEntry(structs.JobRegisterRequestType, &structs.JobRegisterRequest{Job: job})
+	must.ErrorIs(t, err, structs.ErrInvalid)
+	must.ErrorContains(t, err, "nested")
+
+	_, err = encodeEntry(structs.MessageType(77), &structs.GenericRequest{})
+	must.ErrorContains(t, err, "message type 77 is unknown")
+
+	big := &structs.NodeRegisterRequest{Node: fsmNode("big")}
+	big.Node.Meta = map[string]string{"x": strings.Repeat("x", maxEntrySize)}
+	_, err = encodeEntry(structs.NodeRegisterRequestType, big)
+	must.ErrorIs(t, err, structs.ErrInvalid)
+	must.ErrorContains(t, err, "byte limit")
+
+	_, err = encodeEntry(structs.NodeRegisterRequestType, &structs.NodeRegisterRequest{Node: fsmNode("ok")})
+	must.NoError(t, err)
 }

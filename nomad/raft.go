@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -13,6 +14,7 @@ import (
 	"github.com/hashicorp/raft-wal/metadb"
 
 	"github.com/berth-io/berth/nomad/msgpack"
+	"github.com/berth-io/berth/nomad/raftguard"
 	"github.com/berth-io/berth/nomad/structs"
 )
 
@@ -67,11 +69,15 @@ func (s *Server) setupRaft() error {
 		logs, stable, snaps = wal, wal, fss
 	}
 
-	r, err := raft.NewRaft(&rc, s.fsm, logs, stable, snaps, s.raftTrans)
+	// The guard screens inbound Raft RPCs (raftguard's doc says why).
+	guard := raftguard.New(s.raftTrans, raft.ServerID(s.config.NodeID), s.config.Logger)
+	r, err := raft.NewRaft(&rc, s.fsm, logs, stable, snaps, guard)
 	if err != nil {
+		guard.Close()
 		return fmt.Errorf("server: starting raft: %w", err)
 	}
 	s.raft = r
+	guard.Start(func() raft.Configuration { return r.GetConfiguration().Configuration() })
 
 	if s.config.BootstrapExpect == 1 {
 		if err := s.bootstrap(map[string]string{s.config.NodeID: s.rpcAdvert}); err != nil {
@@ -168,7 +174,7 @@ func (s *Server) joinLoop(ctx context.Context) {
 // raftApply commits one message and returns the FSM's response and index.
 // An error returned by the FSM comes back as the error.
 func (s *Server) raftApply(t structs.MessageType, msg any) (any, uint64, error) {
-	buf, err := msgpack.Encode(t, msg)
+	buf, err := encodeEntry(t, msg)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -183,4 +189,32 @@ func (s *Server) raftApply(t structs.MessageType, msg any) (any, uint64, error) 
 		return nil, f.Index(), err
 	}
 	return f.Response(), f.Index(), nil
+}
+
+// maxEntrySize bounds one Raft entry. Raft holds entries in memory and
+// sends them to every follower; HTTP bodies are capped well below it.
+const maxEntrySize = 16 << 20
+
+// encodeEntry frames msg as a Raft entry and checks that every FSM will
+// take it: a known type, a bounded size, and a body that decodes again
+// (the encoder has no depth limit but the decoder does; an entry that
+// fails to decode would be committed and then fail on every server).
+func encodeEntry(t structs.MessageType, msg any) ([]byte, error) {
+	if !t.Known() {
+		return nil, structs.NewError(structs.CodeInternal, "raft apply: message type %d is unknown to this server: refused", uint8(t))
+	}
+	buf, err := msgpack.Encode(t, msg)
+	if err != nil {
+		return nil, structs.NewError(structs.CodeInvalid, "raft apply: %v", err)
+	}
+	if len(buf) > maxEntrySize {
+		return nil, structs.NewError(structs.CodeInvalid,
+			"request is %d bytes encoded, over the %d byte limit of one raft entry; split it", len(buf), maxEntrySize)
+	}
+	if rt := reflect.TypeOf(msg); rt != nil && rt.Kind() == reflect.Pointer {
+		if err := msgpack.Decode(buf[1:], reflect.New(rt.Elem()).Interface()); err != nil {
+			return nil, structs.NewError(structs.CodeInvalid, "request cannot be stored (too deeply nested?): %v", err)
+		}
+	}
+	return buf, nil
 }

@@ -195,6 +195,18 @@ func (s *Server) ID() string { return s.config.NodeID }
 // returns.
 func (s *Server) State() *state.StateStore { return s.fsm.State() }
 
+// Halted returns a channel closed when the FSM halts on an entry it
+// cannot apply (FSM.Apply says why), and the reason once it has. The
+// agent stops on it: a server that applies no more entries must not
+// serve reads or lead.
+func (s *Server) Halted() (<-chan struct{}, error) {
+	ch, h := s.fsm.Halted()
+	if h == nil {
+		return ch, nil
+	}
+	return ch, h
+}
+
 // Raft exposes the Raft instance for operator tooling and tests.
 func (s *Server) Raft() *raft.Raft { return s.raft }
 

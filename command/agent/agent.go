@@ -107,6 +107,15 @@ func (a *Agent) setupServer(logOutput io.Writer) error {
 	return nil
 }
 
+// Halted returns a channel closed when the agent's server stopped
+// applying the Raft log (nil, never closed, without a server), and why.
+func (a *Agent) Halted() (<-chan struct{}, error) {
+	if a.server == nil {
+		return nil, nil
+	}
+	return a.server.Halted()
+}
+
 // Server returns the agent's server, or nil when it runs none.
 func (a *Agent) Server() *nomad.Server { return a.server }
 

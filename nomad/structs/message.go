@@ -24,7 +24,21 @@ const (
 	CSIPluginDeleteRequestType       MessageType = 14
 	AllocDeleteRequestType           MessageType = 15
 	NodeBatchUpdateStatusRequestType MessageType = 16
+
+	// lastMessageType is the highest type above. Bump it when appending
+	// one: the leader refuses to propose, and followers refuse to
+	// store, a type above it (TestFSM_EveryKnownTypeIsApplied checks
+	// the FSM handles each).
+	lastMessageType = NodeBatchUpdateStatusRequestType
 )
+
+// Known reports whether t (without IgnoreUnknownTypeFlag) is a type this
+// version defines.
+func (t MessageType) Known() bool { return t&^IgnoreUnknownTypeFlag <= lastMessageType }
+
+// Applicable reports whether an FSM of this version can take an entry of
+// type t: it knows the type, or the flag says to skip it.
+func (t MessageType) Applicable() bool { return t.Known() || t&IgnoreUnknownTypeFlag != 0 }
 
 // IgnoreUnknownTypeFlag set on a message type tells an FSM that does not
 // know the type to skip the entry instead of panicking. It lets a newer
