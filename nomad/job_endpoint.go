@@ -248,18 +248,7 @@ func (j *JobEndpoint) Evaluations(args *structs.JobSpecificRequest, reply *struc
 // newJobEval makes a pending evaluation of job; nodeID is set for
 // evaluations caused by a node change.
 func newJobEval(job *structs.Job, nodeID, trigger string, now int64) *structs.Evaluation {
-	return &structs.Evaluation{
-		ID:          helper.UUID(),
-		Namespace:   job.Namespace,
-		Priority:    job.Priority,
-		Type:        job.Type,
-		TriggeredBy: trigger,
-		JobID:       job.ID,
-		NodeID:      nodeID,
-		Status:      structs.EvalStatusPending,
-		CreateTime:  now,
-		ModifyTime:  now,
-	}
+	return structs.NewJobEval(helper.UUID(), job, nodeID, trigger, now)
 }
 
 // JobPlanResponse is Job.Plan's reply, in the shape of Nomad's: what the

@@ -2,7 +2,12 @@ package nomad
 
 import (
 	"context"
+	"sync"
 	"time"
+
+	"github.com/berth-io/berth/nomad/leader"
+	"github.com/berth-io/berth/nomad/structs"
+	"github.com/berth-io/berth/nomad/volumewatcher"
 )
 
 // monitorLeadership starts the leader's duties when this server wins an
@@ -75,11 +80,56 @@ func (s *Server) revokeLeadership() {
 func (s *Server) leaderDuties() []func(context.Context) {
 	return []func(context.Context){
 		// Eval feeder, broker, workers, plan applier, blocked evals,
-		// heartbeats, node watcher, drainer (scheduling.go).
+		// heartbeats, node watcher, drainer (package leader), and the CSI
+		// reapers (csi_gc.go).
 		s.runScheduling,
 		// Node sessions: how the leader calls clients (node_session.go).
 		s.runNodeSessions,
 	}
+}
+
+// scheduling is one term's scheduling machinery as the server holds it:
+// the leader runtime's term (package leader) and the volumewatcher, which
+// endpoints reach while the term lasts (Server.sched).
+type scheduling struct {
+	term    *leader.Term
+	volumes *volumewatcher.Watcher
+}
+
+// runScheduling is the leader duty that schedules: it runs until ctx (the
+// term) ends. Nothing built here outlives the term.
+func (s *Server) runScheduling(ctx context.Context) {
+	c := s.config
+	sc := &scheduling{
+		term: leader.NewTerm(leader.Config{
+			State:                   s.fsm.State,
+			Raft:                    raftApplier{s},
+			Logger:                  s.logger,
+			NumSchedulers:           c.NumSchedulers,
+			EvalDeliveryLimit:       c.EvalDeliveryLimit,
+			EvalNackDelay:           c.EvalNackDelay,
+			HeartbeatTTL:            c.HeartbeatTTL,
+			HeartbeatGrace:          c.HeartbeatGrace,
+			FailedEvalFollowUpDelay: c.FailedEvalFollowUpDelay,
+			RaftTimeout:             c.RaftTimeout,
+		}),
+		volumes: s.newVolumeWatcher(),
+	}
+	s.sched.Store(sc)
+	defer s.sched.CompareAndSwap(sc, nil)
+
+	var wg sync.WaitGroup
+	wg.Go(func() { sc.term.Run(ctx) })
+	wg.Go(func() { s.runCSIReapers(ctx, sc) })
+	wg.Wait()
+}
+
+// raftApplier is the leader runtime's Raft: the server's own apply.
+type raftApplier struct{ s *Server }
+
+func (r raftApplier) Apply(t structs.MessageType, msg any) (uint64, error) {
+	_, index, err := r.s.raftApply(t, msg)
+	return index, err
 }
 
 // waitForLeader waits up to RPCHoldTimeout for a leader to be known.

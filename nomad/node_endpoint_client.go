@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/go-memdb"
 
+	"github.com/berth-io/berth/nomad/leader"
 	"github.com/berth-io/berth/nomad/state"
 	"github.com/berth-io/berth/nomad/structs"
 )
@@ -55,7 +56,7 @@ func (n *NodeEndpoint) UpdateStatus(args *structs.NodeUpdateStatusRequest, reply
 			WriteRequest: args.WriteRequest,
 		}
 		if args.Status == structs.NodeStatusDown {
-			if req.Evals, err = liveAllocJobEvals(snap, []string{node.ID}, structs.EvalTriggerNodeUpdate, req.Timestamp); err != nil {
+			if req.Evals, err = leader.LiveAllocJobEvals(snap, []string{node.ID}, structs.EvalTriggerNodeUpdate, req.Timestamp); err != nil {
 				return err
 			}
 		}
@@ -68,9 +69,9 @@ func (n *NodeEndpoint) UpdateStatus(args *structs.NodeUpdateStatusRequest, reply
 	}
 	if sc := n.srv.sched.Load(); sc != nil {
 		if args.Status == structs.NodeStatusDown {
-			sc.heartbeats.untrack(args.NodeID)
+			sc.term.ForgetNode(args.NodeID)
 		} else {
-			sc.heartbeats.reset(args.NodeID)
+			sc.term.Heartbeat(args.NodeID)
 		}
 	}
 	reply.HeartbeatTTL = n.srv.config.HeartbeatTTL
@@ -203,3 +204,6 @@ func (n *NodeEndpoint) UpdateAlloc(args *structs.AllocUpdateRequest, reply *stru
 	reply.Index = index
 	return nil
 }
+
+// jobKey names a job across namespaces.
+type jobKey struct{ ns, id string }

@@ -20,6 +20,6 @@ func (s *Server) HeartbeatDeadlineForTest(nodeID string) bool {
 	if sc == nil {
 		return false
 	}
-	_, ok := sc.heartbeats.deadline(nodeID)
+	_, ok := sc.term.HeartbeatDeadline(nodeID)
 	return ok
 }

@@ -67,7 +67,7 @@ type Server struct {
 
 	// sched is the current term's scheduling machinery (eval broker,
 	// blocked evals, plan queue, heartbeat deadlines); nil when not
-	// running leader duties. See scheduling.go.
+	// running leader duties. See leader.go.
 	sched atomic.Pointer[scheduling]
 
 	ctx    context.Context

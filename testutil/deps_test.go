@@ -36,6 +36,8 @@ var importRules = []importRule{
 	{"nomad/state", []string{"nomad/structs", "helper"}, "the state store knows only the data model"},
 	{"nomad/volumewatcher", []string{"nomad/state", "nomad/structs", "helper"}, "leader loops see state through narrow interfaces"},
 	{"nomad/scheduler", []string{"nomad/state", "nomad/structs", "helper"}, "schedulers see state through narrow interfaces"},
+	{"nomad/leader", []string{"nomad/state", "nomad/structs", "nomad/scheduler", "helper"},
+		"the leader runtime sees the server through narrow interfaces (a state func, a Raft applier), never package nomad"},
 	{"client", []string{"client", "nomad/structs", "nomad/msgpack", "plugins", "helper"}, "the client never reaches into the server's packages"},
 	{"plugins/csi", []string{"nomad/structs", "helper"}, "the CSI wrapper translates at the boundary only"},
 	{"plugins/csi/hostpath", nil, "the hostpath plugin speaks only the CSI spec"},
@@ -129,6 +131,8 @@ func TestImportRuleMatching(t *testing.T) {
 		{"plugins/csi/hostpath", "nomad/structs", false},
 		{"plugins/csi", "nomad/structs", true},
 		{"jobspec", "api", true},
+		{"nomad/leader", "nomad", false},
+		{"nomad/leader", "nomad/scheduler", true},
 	}
 	for _, c := range cases {
 		r := ruleFor(c.pkg)

@@ -28,6 +28,24 @@ const (
 	EvalTriggerReschedule       = "alloc-reschedule"
 )
 
+// NewJobEval makes a pending evaluation of job with the given ID, stamped
+// at now; nodeID is set for evaluations caused by a node change. The
+// caller picks the ID (structs stays free of randomness).
+func NewJobEval(id string, job *Job, nodeID, trigger string, now int64) *Evaluation {
+	return &Evaluation{
+		ID:          id,
+		Namespace:   job.Namespace,
+		Priority:    job.Priority,
+		Type:        job.Type,
+		TriggeredBy: trigger,
+		JobID:       job.ID,
+		NodeID:      nodeID,
+		Status:      EvalStatusPending,
+		CreateTime:  now,
+		ModifyTime:  now,
+	}
+}
+
 // Evaluation is a unit of scheduling work: "look at job X again".
 type Evaluation struct {
 	ID                string

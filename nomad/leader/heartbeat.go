@@ -1,4 +1,4 @@
-package nomad
+package leader
 
 import (
 	"container/heap"
@@ -90,7 +90,7 @@ func (h *heartbeats) popExpired(now time.Time) ([]string, time.Time) {
 }
 
 // runHeartbeats marks nodes down as their deadlines pass, until ctx ends.
-func (s *Server) runHeartbeats(ctx context.Context, sc *scheduling) {
+func (s *server) runHeartbeats(ctx context.Context, sc *Term) {
 	logger := s.logger.Named("heartbeat")
 	h := sc.heartbeats
 	timer := time.NewTimer(time.Hour)
@@ -130,8 +130,8 @@ func (s *Server) runHeartbeats(ctx context.Context, sc *scheduling) {
 // expireNodes marks down, in one Raft entry, the nodes of ids that are
 // still up and did not heartbeat since their deadline was popped, with one
 // eval per job that has live allocs on them.
-func (s *Server) expireNodes(ids []string, h *heartbeats) error {
-	snap, err := s.fsm.State().Snapshot()
+func (s *server) expireNodes(ids []string, h *heartbeats) error {
+	snap, err := s.config.State().Snapshot()
 	if err != nil {
 		return err
 	}
@@ -160,10 +160,10 @@ func (s *Server) expireNodes(ids []string, h *heartbeats) error {
 	if len(down) == 0 {
 		return nil
 	}
-	if req.Evals, err = liveAllocJobEvals(snap, down, structs.EvalTriggerNodeUpdate, now); err != nil {
+	if req.Evals, err = LiveAllocJobEvals(snap, down, structs.EvalTriggerNodeUpdate, now); err != nil {
 		return err
 	}
-	_, _, err = s.raftApply(structs.NodeBatchUpdateStatusRequestType, req)
+	_, err = s.raftApply(structs.NodeBatchUpdateStatusRequestType, req)
 	if err == nil {
 		s.logger.Named("heartbeat").Warn("nodes missed their heartbeat deadline; marked down", "nodes", down, "evals", len(req.Evals))
 	}

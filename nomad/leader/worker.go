@@ -1,4 +1,4 @@
-package nomad
+package leader
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 //	                                                        ▼
 //	                scheduler.Process (plans through the applier, writes evals)
 //	                        │ ok ──► Ack        │ error ──► Nack (redelivered, or failed past the limit)
-func (s *Server) runWorker(ctx context.Context, sc *scheduling, id int) {
+func (s *server) runWorker(ctx context.Context, sc *Term, id int) {
 	w := &worker{srv: s, sc: sc, logger: s.logger.Named("worker").With("worker", id)}
 	for {
 		eval, token, err := sc.broker.Dequeue(ctx)
@@ -44,8 +44,8 @@ func (s *Server) runWorker(ctx context.Context, sc *scheduling, id int) {
 }
 
 type worker struct {
-	srv    *Server
-	sc     *scheduling
+	srv    *server
+	sc     *Term
 	logger hclog.Logger
 }
 
@@ -116,7 +116,7 @@ func (p *workerPlanner) UpdateEval(_ context.Context, e *structs.Evaluation) err
 		}
 		evals = append(evals, stale...)
 	}
-	_, _, err := p.w.srv.raftApply(structs.EvalUpdateRequestType, &structs.EvalUpdateRequest{Evals: evals, Timestamp: time.Now().UnixNano()})
+	_, err := p.w.srv.raftApply(structs.EvalUpdateRequestType, &structs.EvalUpdateRequest{Evals: evals, Timestamp: time.Now().UnixNano()})
 	return err
 }
 
@@ -133,7 +133,7 @@ func (p *workerPlanner) CreateEval(_ context.Context, e *structs.Evaluation) err
 		evals = append(evals, older...)
 		p.w.sc.blocked.Hint(e.ID, p.snapIndex)
 	}
-	_, _, err := p.w.srv.raftApply(structs.EvalUpdateRequestType, &structs.EvalUpdateRequest{Evals: evals, Timestamp: time.Now().UnixNano()})
+	_, err := p.w.srv.raftApply(structs.EvalUpdateRequestType, &structs.EvalUpdateRequest{Evals: evals, Timestamp: time.Now().UnixNano()})
 	if err != nil && e.Status == structs.EvalStatusBlocked {
 		p.w.sc.blocked.DropHint(e.ID)
 	}
@@ -143,7 +143,7 @@ func (p *workerPlanner) CreateEval(_ context.Context, e *structs.Evaluation) err
 // blockedOfJob returns, canceled with desc, the blocked evals of e's job
 // other than e.
 func (p *workerPlanner) blockedOfJob(e *structs.Evaluation, desc string) ([]*structs.Evaluation, error) {
-	return blockedEvalsOfJob(p.w.srv.fsm.State(), e, desc)
+	return blockedEvalsOfJob(p.w.srv.config.State(), e, desc)
 }
 
 func blockedEvalsOfJob(store *state.StateStore, e *structs.Evaluation, desc string) ([]*structs.Evaluation, error) {

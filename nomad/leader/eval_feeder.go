@@ -1,4 +1,4 @@
-package nomad
+package leader
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 // A pending eval stays "handed over" until the table shows it otherwise,
 // so a pass that reads a snapshot older than a worker's update never
 // enqueues the eval twice.
-func (s *Server) feedEvals(ctx context.Context, sc *scheduling) {
+func (s *server) feedEvals(ctx context.Context, sc *Term) {
 	logger := s.logger.Named("eval_feeder")
 	f := newFeedState()
 	var index uint64
@@ -48,8 +48,8 @@ func (s *Server) feedEvals(ctx context.Context, sc *scheduling) {
 	}
 }
 
-func (s *Server) feedOnce(f *feedState, sc *scheduling) error {
-	snap, err := s.fsm.State().Snapshot()
+func (s *server) feedOnce(f *feedState, sc *Term) error {
+	snap, err := s.config.State().Snapshot()
 	if err != nil {
 		return err
 	}
@@ -127,7 +127,7 @@ func (f *feedState) diff(evals []*structs.Evaluation) feedDiff {
 // reapFailedEvals marks failed the evals the broker gave up on (nacked
 // deliveryLimit times), and creates a follow-up eval for each that runs
 // after FailedEvalFollowUpDelay, so the job is looked at again.
-func (s *Server) reapFailedEvals(ctx context.Context, sc *scheduling) {
+func (s *server) reapFailedEvals(ctx context.Context, sc *Term) {
 	logger := s.logger.Named("eval_reaper")
 	for {
 		failed, err := sc.broker.WaitFailed(ctx)
@@ -159,7 +159,7 @@ func (s *Server) reapFailedEvals(ctx context.Context, sc *scheduling) {
 			logger.Warn("eval failed after its delivery limit", "eval_id", e.ID, "job_id", e.JobID, "namespace", e.Namespace)
 		}
 		for attempt := 0; ; attempt++ {
-			_, _, err := s.raftApply(structs.EvalUpdateRequestType, &structs.EvalUpdateRequest{Evals: evals, Timestamp: now.UnixNano()})
+			_, err := s.raftApply(structs.EvalUpdateRequestType, &structs.EvalUpdateRequest{Evals: evals, Timestamp: now.UnixNano()})
 			if err == nil {
 				break
 			}

@@ -1,4 +1,4 @@
-package nomad
+package leader
 
 import (
 	"context"
@@ -158,7 +158,7 @@ func (b *blockedEvals) Len() int {
 }
 
 // unblockEvals writes the tracker's decisions through Raft.
-func (s *Server) unblockEvals(ctx context.Context, sc *scheduling) {
+func (s *server) unblockEvals(ctx context.Context, sc *Term) {
 	logger := s.logger.Named("blocked_evals")
 	for {
 		select {
@@ -183,8 +183,8 @@ func (s *Server) unblockEvals(ctx context.Context, sc *scheduling) {
 // writeUnblock cancels each blocked eval of unblock that is still blocked
 // and creates its pending successor, and cancels each eval of cancel, in
 // one Raft entry.
-func (s *Server) writeUnblock(unblock, cancel []*structs.Evaluation) error {
-	snap, err := s.fsm.State().Snapshot()
+func (s *server) writeUnblock(unblock, cancel []*structs.Evaluation) error {
+	snap, err := s.config.State().Snapshot()
 	if err != nil {
 		return err
 	}
@@ -242,13 +242,13 @@ func (s *Server) writeUnblock(unblock, cancel []*structs.Evaluation) error {
 	if len(evals) == 0 {
 		return nil
 	}
-	_, _, err = s.raftApply(structs.EvalUpdateRequestType, &structs.EvalUpdateRequest{Evals: evals, Timestamp: now})
+	_, err = s.raftApply(structs.EvalUpdateRequestType, &structs.EvalUpdateRequest{Evals: evals, Timestamp: now})
 	return err
 }
 
 // watchCapacity tells the tracker when allocs, volumes or plugins change
 // in a way that may let blocked evals place (capacityView.grew).
-func (s *Server) watchCapacity(ctx context.Context, sc *scheduling) {
+func (s *server) watchCapacity(ctx context.Context, sc *Term) {
 	logger := s.logger.Named("capacity_watcher")
 	var prev *capacityView
 	var index uint64
@@ -260,7 +260,7 @@ func (s *Server) watchCapacity(ctx context.Context, sc *scheduling) {
 		var cur *capacityView
 		grew := false
 		if err == nil {
-			cur, grew, err = readCapacity(s.fsm.State(), prev)
+			cur, grew, err = readCapacity(s.config.State(), prev)
 		}
 		if err != nil {
 			logger.Warn("reading state failed; retrying", "error", err)

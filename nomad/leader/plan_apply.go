@@ -1,4 +1,4 @@
-package nomad
+package leader
 
 import (
 	"context"
@@ -70,7 +70,7 @@ func (q *planQueue) submit(ctx context.Context, plan *structs.Plan) (*structs.Pl
 }
 
 // applyPlans runs the applier until ctx ends.
-func (s *Server) applyPlans(ctx context.Context, sc *scheduling) {
+func (s *server) applyPlans(ctx context.Context, sc *Term) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -88,9 +88,9 @@ func (s *Server) applyPlans(ctx context.Context, sc *scheduling) {
 const maxApplyAttempts = 3
 
 // applyPlan evaluates plan against the latest state and commits it.
-func (s *Server) applyPlan(plan *structs.Plan) (*structs.PlanResult, error) {
+func (s *server) applyPlan(plan *structs.Plan) (*structs.PlanResult, error) {
 	for attempt := 1; ; attempt++ {
-		snap, err := s.fsm.State().Snapshot()
+		snap, err := s.config.State().Snapshot()
 		if err != nil {
 			return nil, err
 		}
@@ -102,7 +102,7 @@ func (s *Server) applyPlan(plan *structs.Plan) (*structs.PlanResult, error) {
 			result.RefreshIndex, err = snap.LatestIndex()
 			return result, err
 		}
-		_, index, err := s.raftApply(structs.ApplyPlanResultsRequestType, req)
+		index, err := s.raftApply(structs.ApplyPlanResultsRequestType, req)
 		if structs.CodeOf(err) == structs.CodeNotReady && attempt < maxApplyAttempts {
 			continue // a claim changed under us: check again
 		}

@@ -1,4 +1,4 @@
-package nomad
+package leader
 
 import (
 	"context"
@@ -21,8 +21,8 @@ import (
 // returns at once, so a loop passes max(index, 1) on later calls: a table
 // never written has index 0. A deadline on ctx ends the wait without error (the
 // caller re-reads and decides again); cancellation returns ctx.Err().
-func (s *Server) waitForTables(ctx context.Context, minIndex uint64, tables ...string) (uint64, error) {
-	return state.BlockingQueryFunc(ctx, s.fsm.State, minIndex, func(ws memdb.WatchSet, snap *state.StateSnapshot) (uint64, error) {
+func (s *server) waitForTables(ctx context.Context, minIndex uint64, tables ...string) (uint64, error) {
+	return state.BlockingQueryFunc(ctx, s.config.State, minIndex, func(ws memdb.WatchSet, snap *state.StateSnapshot) (uint64, error) {
 		var index uint64
 		for _, table := range tables {
 			if err := watchTable(ws, snap, table); err != nil {
@@ -62,7 +62,7 @@ func watchTable(ws memdb.WatchSet, snap *state.StateSnapshot, table string) erro
 
 // snapshotMinIndex returns a snapshot of the state at index or later,
 // waiting (up to RaftTimeout) for the FSM to get there.
-func (s *Server) snapshotMinIndex(ctx context.Context, index uint64) (*state.StateSnapshot, error) {
+func (s *server) snapshotMinIndex(ctx context.Context, index uint64) (*state.StateSnapshot, error) {
 	if index > 0 {
 		wctx, cancel := context.WithTimeout(ctx, s.config.RaftTimeout)
 		defer cancel()
@@ -72,7 +72,7 @@ func (s *Server) snapshotMinIndex(ctx context.Context, index uint64) (*state.Sta
 			return nil, err
 		}
 	}
-	snap, err := s.fsm.State().Snapshot()
+	snap, err := s.config.State().Snapshot()
 	if err != nil {
 		return nil, err
 	}
@@ -99,10 +99,10 @@ func retryWait(ctx context.Context, attempt int) bool {
 	}
 }
 
-// liveAllocJobEvals makes one pending eval per job with a live alloc on
+// LiveAllocJobEvals makes one pending eval per job with a live alloc on
 // one of nodeIDs, jobs already purged included (their allocs still need
 // stopping). Type and priority come from the job the alloc runs.
-func liveAllocJobEvals(snap *state.StateSnapshot, nodeIDs []string, trigger string, now int64) ([]*structs.Evaluation, error) {
+func LiveAllocJobEvals(snap *state.StateSnapshot, nodeIDs []string, trigger string, now int64) ([]*structs.Evaluation, error) {
 	seen := map[jobKey]bool{}
 	var evals []*structs.Evaluation
 	for _, nodeID := range nodeIDs {
@@ -126,4 +126,10 @@ func liveAllocJobEvals(snap *state.StateSnapshot, nodeIDs []string, trigger stri
 		}
 	}
 	return evals, nil
+}
+
+// newJobEval makes a pending evaluation of job; nodeID is set for
+// evaluations caused by a node change.
+func newJobEval(job *structs.Job, nodeID, trigger string, now int64) *structs.Evaluation {
+	return structs.NewJobEval(helper.UUID(), job, nodeID, trigger, now)
 }

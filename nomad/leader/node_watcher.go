@@ -1,4 +1,4 @@
-package nomad
+package leader
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 // The first pass of a term only records the nodes and starts their
 // heartbeat deadlines: every non-down node gets TTL plus grace to
 // heartbeat the new leader.
-func (s *Server) watchNodes(ctx context.Context, sc *scheduling) {
+func (s *server) watchNodes(ctx context.Context, sc *Term) {
 	logger := s.logger.Named("node_watcher")
 	var prev map[string]*structs.Node
 	var index uint64
@@ -36,7 +36,7 @@ func (s *Server) watchNodes(ctx context.Context, sc *scheduling) {
 		var cur map[string]*structs.Node
 		var snap *state.StateSnapshot
 		if err == nil {
-			snap, err = s.fsm.State().Snapshot()
+			snap, err = s.config.State().Snapshot()
 		}
 		if err == nil {
 			cur, err = readNodes(snap)
@@ -81,7 +81,7 @@ func readNodes(snap *state.StateSnapshot) (map[string]*structs.Node, error) {
 	return nodes, nil
 }
 
-func (s *Server) reactToNodes(snap *state.StateSnapshot, sc *scheduling, ch nodeChanges, index uint64) error {
+func (s *server) reactToNodes(snap *state.StateSnapshot, sc *Term, ch nodeChanges, index uint64) error {
 	if ch.capacityGrew {
 		sc.blocked.CapacityChanged(index)
 	}
@@ -104,7 +104,7 @@ func (s *Server) reactToNodes(snap *state.StateSnapshot, sc *scheduling, ch node
 		}
 	}
 	if len(ch.removed) > 0 {
-		lost, err := liveAllocJobEvals(snap, ch.removed, structs.EvalTriggerNodeUpdate, now)
+		lost, err := LiveAllocJobEvals(snap, ch.removed, structs.EvalTriggerNodeUpdate, now)
 		if err != nil {
 			return err
 		}
@@ -113,7 +113,7 @@ func (s *Server) reactToNodes(snap *state.StateSnapshot, sc *scheduling, ch node
 	if len(evals) == 0 {
 		return nil
 	}
-	_, _, err := s.raftApply(structs.EvalUpdateRequestType, &structs.EvalUpdateRequest{Evals: evals, Timestamp: now})
+	_, err := s.raftApply(structs.EvalUpdateRequestType, &structs.EvalUpdateRequest{Evals: evals, Timestamp: now})
 	return err
 }
 

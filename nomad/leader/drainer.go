@@ -1,4 +1,4 @@
-package nomad
+package leader
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 // It re-reads nodes, allocs and evals whenever one of them changes (an
 // eval that ends without moving an alloc wakes it too), so it never waits
 // on a stale decision.
-func (s *Server) runDrainer(ctx context.Context, sc *scheduling) {
+func (s *server) runDrainer(ctx context.Context, sc *Term) {
 	logger := s.logger.Named("drainer")
 	var (
 		index    uint64
@@ -55,8 +55,8 @@ func (s *Server) runDrainer(ctx context.Context, sc *scheduling) {
 
 // drainOnce acts on every draining node and returns the earliest drain
 // deadline still ahead (zero when none).
-func (s *Server) drainOnce(now time.Time) (time.Time, error) {
-	snap, err := s.fsm.State().Snapshot()
+func (s *server) drainOnce(now time.Time) (time.Time, error) {
+	snap, err := s.config.State().Snapshot()
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -110,13 +110,13 @@ func (s *Server) drainOnce(now time.Time) (time.Time, error) {
 		}
 	}
 	if len(evals) > 0 {
-		if _, _, err := s.raftApply(structs.EvalUpdateRequestType, &structs.EvalUpdateRequest{Evals: evals, Timestamp: now.UnixNano()}); err != nil {
+		if _, err := s.raftApply(structs.EvalUpdateRequestType, &structs.EvalUpdateRequest{Evals: evals, Timestamp: now.UnixNano()}); err != nil {
 			return time.Time{}, err
 		}
 	}
 	for _, id := range done {
 		req := &structs.NodeUpdateDrainRequest{NodeID: id, Timestamp: now.UnixNano()}
-		if _, _, err := s.raftApply(structs.NodeUpdateDrainRequestType, req); err != nil {
+		if _, err := s.raftApply(structs.NodeUpdateDrainRequestType, req); err != nil {
 			return time.Time{}, err
 		}
 		s.logger.Named("drainer").Info("node drain complete", "node_id", id)
