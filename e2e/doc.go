@@ -33,4 +33,6 @@
 //	                           plugin's journal; 5. csi-test's mock-driver with
 //	                           injected Unavailable faults
 //	purge_test.go           6. job stop -purge keeps the mount until the task exits
+//	capabilities_test.go    issue 13: hostpath node-only and monolith, write,
+//	                           free, read back; the RPCs from the plugin's log
 package e2e
