@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/go-memdb"
 
+	"github.com/berth-io/berth/nomad/claims"
 	"github.com/berth-io/berth/nomad/state"
 	"github.com/berth-io/berth/nomad/structs"
 	"github.com/berth-io/berth/nomad/volumewatcher"
@@ -144,15 +145,15 @@ func (v *CSIVolumeEndpoint) Claim(args *structs.CSIVolumeClaimRequest, reply *st
 				vol.ID, alloc.ID, existing.Step.Describe())
 		}
 	}
-	claim, err := claimFor(vol, existing, alloc, args)
-	if err != nil {
-		return err
-	}
-
 	plugin, err := snap.CSIPluginByID(nil, vol.PluginID)
 	if err != nil {
 		return err
 	}
+	plan, err := claims.Take(vol, existing, alloc, args, sc.volumes.ProfileOf(plugin))
+	if err != nil {
+		return err
+	}
+	claim := plan.Claim
 	if claim.ExternalNodeID == "" {
 		node, err := snap.NodeByID(nil, args.NodeID)
 		if err != nil {
@@ -162,8 +163,8 @@ func (v *CSIVolumeEndpoint) Claim(args *structs.CSIVolumeClaimRequest, reply *st
 			claim.ExternalNodeID = node.CSINodePlugins[vol.PluginID].NodeInfo.ID
 		}
 	}
-	if plugin != nil && plugin.ControllerRequired {
-		if err := v.controllerPublish(ctx, vol, existing, claim); err != nil {
+	if plan.ControllerPublish {
+		if err := v.controllerPublish(ctx, sc, vol, existing, claim, plan.PublishReadOnly); err != nil {
 			return err
 		}
 	}
@@ -240,88 +241,50 @@ func claimSubjects(snap *state.StateSnapshot, ns string, args *structs.CSIVolume
 	return vol, alloc, nil
 }
 
-// claimFor builds the Taken claim the request asks for on top of the
-// alloc's reservation (nil when it has none), checking its modes.
-func claimFor(vol *structs.CSIVolume, existing *structs.CSIVolumeClaim, alloc *structs.Allocation, args *structs.CSIVolumeClaimRequest) (*structs.CSIVolumeClaim, error) {
-	claim := &structs.CSIVolumeClaim{AllocID: alloc.ID, JobID: alloc.JobID, NodeID: args.NodeID}
-	if existing != nil {
-		claim = existing.Copy()
-	}
-	var errs []string
-	pick := func(what, asked, reserved string) string {
-		switch {
-		case asked == "":
-			return reserved
-		case reserved != "" && asked != reserved:
-			errs = append(errs, fmt.Sprintf("%s %q differs from the reservation's %q", what, asked, reserved))
-		}
-		return asked
-	}
-	claim.Mode = structs.CSIVolumeClaimMode(pick("claim mode", string(args.Mode), string(claim.Mode)))
-	claim.AccessMode = structs.CSIVolumeAccessMode(pick("access mode", string(args.AccessMode), string(claim.AccessMode)))
-	claim.AttachmentMode = structs.CSIVolumeAttachmentMode(pick("attachment mode", string(args.AttachmentMode), string(claim.AttachmentMode)))
-	if args.ExternalNodeID != "" {
-		claim.ExternalNodeID = args.ExternalNodeID
-	}
-	switch {
-	case len(errs) > 0:
-	case claim.Mode == "" || claim.AccessMode == "" || claim.AttachmentMode == "":
-		errs = append(errs, "the request must give the claim mode, access mode and attachment mode")
-	case !vol.HasCapability(claim.AccessMode, claim.AttachmentMode):
-		caps := make([]string, 0, len(vol.RequestedCapabilities))
-		for _, c := range vol.RequestedCapabilities {
-			caps = append(caps, fmt.Sprintf("%s/%s", c.AccessMode, c.AttachmentMode))
-		}
-		errs = append(errs, fmt.Sprintf("the volume has no capability %s/%s (it has %s)",
-			claim.AccessMode, claim.AttachmentMode, strings.Join(caps, ", ")))
-	case claim.Mode == structs.CSIVolumeClaimWrite && claim.AccessMode.ReadOnly():
-		errs = append(errs, fmt.Sprintf("access mode %s allows no writers", claim.AccessMode))
-	}
-	if len(errs) > 0 {
-		return nil, structs.NewError(structs.CodeInvalid, "claiming volume %q for alloc %s: %s", vol.ID, alloc.ID, strings.Join(errs, "; "))
-	}
-	claim.ReadOnly = claim.Mode == structs.CSIVolumeClaimRead
-	return claim, nil
-}
-
 // controllerPublish runs ControllerPublish for claim and sets its publish
 // context. The claim is first written as Reserved with the external node
-// ID, so the volume is held for the alloc while the controller works and
-// the volumewatcher can undo a publish whose Taken write is lost (it
-// controller-unpublishes a reservation with an external node ID before
-// freeing it). A failure is recorded on the reservation for operators.
-func (v *CSIVolumeEndpoint) controllerPublish(ctx context.Context, vol *structs.CSIVolume, existing, claim *structs.CSIVolumeClaim) error {
+// ID and ControllerPublished, so the volume is held for the alloc while
+// the controller works and the volumewatcher can undo a publish whose
+// Taken write is lost (it controller-unpublishes such a reservation before
+// freeing it). A failure is recorded on the reservation for operators
+// (claims.PublishFailed): a retryable one keeps it, and the client
+// retries; a final one (the plugin refused, or does not implement the
+// call) answers the client with a final code, which fails the alloc with
+// the plugin's words, and the reservation is freed once the alloc stops.
+// readOnly is ControllerPublish's readonly field (claims.TakePlan).
+func (v *CSIVolumeEndpoint) controllerPublish(ctx context.Context, sc *scheduling, vol *structs.CSIVolume, existing, claim *structs.CSIVolumeClaim, readOnly bool) error {
 	pub := v.srv.controllers()
 	if claim.ExternalNodeID == "" {
 		return structs.NewError(structs.CodeNotReady,
 			"claiming volume %q for alloc %s: node %s has no external node ID for plugin %q yet (its node plugin has not fingerprinted); retry",
 			vol.ID, claim.AllocID, claim.NodeID, vol.PluginID)
 	}
+	claim.ControllerPublished = true
 	reserved := claim.Copy()
 	reserved.Step = structs.CSIClaimReserved
-	if existing == nil || existing.ExternalNodeID != reserved.ExternalNodeID {
+	if existing == nil || existing.ExternalNodeID != reserved.ExternalNodeID || !existing.ControllerPublished {
 		if _, err := v.srv.writeClaims(&structs.CSIVolumeClaimUpdate{Namespace: vol.Namespace, VolumeID: vol.ID, Claim: reserved}); err != nil {
 			return claimWriteError(vol.ID, claim.AllocID, err)
 		}
 	}
-	pctx, err := pub.ControllerPublish(ctx, vol.Copy(), claim.Copy())
+	call := claim.Copy()
+	call.ReadOnly = readOnly
+	pctx, err := pub.ControllerPublish(ctx, vol.Copy(), call)
 	if err == nil {
 		claim.PublishContext = maps.Clone(pctx)
 		return nil
 	}
-	failed := reserved.Copy()
-	failed.Attempts++
-	failed.LastError = fmt.Sprintf("controller publish to node %s (external ID %q) failed: %v", claim.NodeID, claim.ExternalNodeID, err)
+	failed, code := claims.PublishFailed(reserved, fmt.Errorf("controller publish to node %s (external ID %q) through plugin %q failed: %w",
+		claim.NodeID, claim.ExternalNodeID, vol.PluginID, err), sc.volumes.Now(), sc.volumes.Backoff())
 	if _, werr := v.srv.writeClaims(&structs.CSIVolumeClaimUpdate{Namespace: vol.Namespace, VolumeID: vol.ID, Claim: failed}); werr != nil {
 		v.srv.logger.Warn("recording a failed controller publish", "volume_id", vol.ID, "alloc_id", claim.AllocID, "error", werr)
 	}
-	code := structs.CodeRetryable
-	var coded *structs.Error
-	if errors.As(err, &coded) {
-		code = coded.Code
+	what := "retry"
+	if code != structs.CodeRetryable && code != structs.CodeNotReady && code != structs.CodeNoLeader {
+		what = "the plugin will answer the same: check the volume and the plugin, then run the job again"
 	}
-	return structs.NewError(code, "claiming volume %q for alloc %s: ControllerPublish to node %s through plugin %q failed: %v",
-		vol.ID, claim.AllocID, claim.NodeID, vol.PluginID, err)
+	return structs.NewError(code, "claiming volume %q for alloc %s: ControllerPublish to node %s through plugin %q failed: %v; %s",
+		vol.ID, claim.AllocID, claim.NodeID, vol.PluginID, err, what)
 }
 
 // claimWriteError names the claiming alloc in a refused claim write; a
@@ -431,16 +394,22 @@ func (s *Server) latestIndex() uint64 {
 }
 
 // Detach is the operator's `volume detach VOL NODE` (node by ID or unique
-// prefix). Without Force it frees the node's claims that are releasable
-// now — their allocs stopped and their node side done (or moot: a
-// reservation never published, a node gone or down past its disconnect
-// deadline) — and retries failed controller calls at once; if any claim
-// on the node is not releasable, nothing is done and the error names each
-// alloc, its step and what it waits for. With Force, claims of stopped
-// allocs, or of any alloc on a node that is down or gone, are marked
-// NodeDetached ("detach -force by operator") without waiting for the node,
-// and the release goes on as usual (ControllerUnpublish when the plugin
-// needs it). Force still refuses a claim whose alloc runs on a live node.
+// prefix). claims.Detach decides for each of the node's claims:
+//
+//   - a claim releasing by itself (its alloc stopped, its node side done
+//     or moot) is carried on now, failed calls retried at once;
+//   - a NeedsOperator claim is resumed at the step it stopped at, or,
+//     when its plugin does not implement that step (or with Force), has
+//     the step skipped and goes on towards freed;
+//   - with Force, claims of stopped allocs, or of any alloc on a node that
+//     is down or gone, are marked NodeDetached ("detach -force by
+//     operator") without waiting for the node; Force never detaches from
+//     an alloc that runs on a live node.
+//
+// If any claim cannot be released, nothing is done and the error names
+// each alloc, its step and what it waits for. The release itself runs
+// after the reply's writes; the CLI follows the volume until the node's
+// claims are freed, or one stops on an error.
 func (v *CSIVolumeEndpoint) Detach(args *structs.CSIVolumeDetachRequest, reply *structs.GenericResponse) (err error) {
 	defer wire(&err)
 	defer measureRPC("CSIVolume.Detach", time.Now())
@@ -482,31 +451,46 @@ func (v *CSIVolumeEndpoint) Detach(args *structs.CSIVolumeDetachRequest, reply *
 		if err != nil {
 			return nil, err
 		}
-		var claims []*structs.CSIVolumeClaim
+		prof, err := sc.volumes.Profile(snap, vol)
+		if err != nil {
+			return nil, err
+		}
+		var (
+			blocking, ids []string
+			updates       []*structs.CSIVolumeClaimUpdate
+		)
+		now := sc.volumes.Now()
 		for _, c := range vol.LiveClaims() {
-			if c.NodeID == nodeID {
-				claims = append(claims, c)
+			if c.NodeID != nodeID {
+				continue
 			}
-		}
-		if args.Force {
-			return v.forceNodeDetached(snap, vol, nodeID, claims)
-		}
-		var blocking, ids []string
-		for _, c := range claims {
-			act, err := sc.volumes.Decide(snap, vol, c)
+			alloc, node, err := sc.volumes.Subjects(snap, c)
 			if err != nil {
 				return nil, err
 			}
-			if !act.Releasing() {
+			act := claims.Detach(vol, c, alloc, node, prof, args.Force, now)
+			switch act.Kind {
+			case claims.DetachBlocked:
 				blocking = append(blocking, fmt.Sprintf("alloc %s (%s): %s", c.AllocID, c.Step, act.Reason))
+			case claims.DetachWrite:
+				updates = append(updates, &structs.CSIVolumeClaimUpdate{Namespace: vol.Namespace, VolumeID: vol.ID, Claim: act.Claim})
 			}
 			ids = append(ids, c.AllocID)
 		}
 		if len(blocking) > 0 {
-			return nil, structs.NewError(structs.CodeConflict,
-				"volume %q cannot be detached from node %s yet: %s; stop those allocs and wait for their client, "+
-					"or use -force if the node is gone for good",
-				vol.ID, nodeID, strings.Join(blocking, "; "))
+			hint := "stop those allocs and wait for their client, or use -force if the node is gone for good"
+			if args.Force {
+				hint = "-force does not detach a volume from allocs that still run on a live node: stop those allocs first"
+			}
+			return nil, structs.NewError(structs.CodeConflict, "volume %q cannot be detached from node %s yet: %s; %s",
+				vol.ID, nodeID, strings.Join(blocking, "; "), hint)
+		}
+		if len(updates) > 0 {
+			if _, err := v.srv.writeClaims(updates...); err != nil {
+				return nil, fmt.Errorf("detaching volume %q from node %s: %w", vol.ID, nodeID, err)
+			}
+			v.srv.logger.Warn("volume claims moved by operator detach", "namespace", vol.Namespace, "volume_id", vol.ID,
+				"node_id", nodeID, "force", args.Force, "claims", len(updates))
 		}
 		return ids, nil
 	}()
@@ -519,55 +503,6 @@ func (v *CSIVolumeEndpoint) Detach(args *structs.CSIVolumeDetachRequest, reply *
 	}
 	reply.Index = v.srv.latestIndex()
 	return nil
-}
-
-// forceNodeDetached marks the node's claims NodeDetached for detach
-// -force, refusing (all or nothing) while an alloc runs on a live node.
-// It returns the allocs whose claims to release.
-func (v *CSIVolumeEndpoint) forceNodeDetached(snap *state.StateSnapshot, vol *structs.CSIVolume, nodeID string, claims []*structs.CSIVolumeClaim) ([]string, error) {
-	node, err := snap.NodeByID(nil, nodeID)
-	if err != nil {
-		return nil, err
-	}
-	nodeUp := node != nil && node.Status != structs.NodeStatusDown
-	var (
-		blocking, ids []string
-		updates       []*structs.CSIVolumeClaimUpdate
-	)
-	for _, c := range claims {
-		ids = append(ids, c.AllocID)
-		if c.Step != structs.CSIClaimReserved && c.Step != structs.CSIClaimTaken {
-			continue
-		}
-		alloc, err := snap.AllocByID(nil, c.AllocID)
-		if err != nil {
-			return nil, err
-		}
-		if nodeUp && alloc != nil && !alloc.ClientTerminalStatus() {
-			blocking = append(blocking, fmt.Sprintf("alloc %s is %s on node %s, which is %s", c.AllocID, alloc.ClientStatus, nodeID, node.Status))
-			continue
-		}
-		d := c.Copy()
-		d.Step = structs.CSIClaimNodeDetached
-		d.LastError, d.Attempts, d.NextRetry = "", 0, 0
-		if d.ReleaseReason == "" {
-			d.ReleaseReason = volumewatcher.ReasonDetachForce
-		}
-		updates = append(updates, &structs.CSIVolumeClaimUpdate{Namespace: vol.Namespace, VolumeID: vol.ID, Claim: d})
-	}
-	if len(blocking) > 0 {
-		return nil, structs.NewError(structs.CodeConflict,
-			"volume %q: -force does not detach a volume from allocs that still run on a live node: %s; stop those allocs first",
-			vol.ID, strings.Join(blocking, "; "))
-	}
-	if len(updates) > 0 {
-		if _, err := v.srv.writeClaims(updates...); err != nil {
-			return nil, fmt.Errorf("detaching volume %q from node %s: %w", vol.ID, nodeID, err)
-		}
-		v.srv.logger.Warn("volume claims detached by operator (-force)", "namespace", vol.Namespace, "volume_id", vol.ID,
-			"node_id", nodeID, "allocs", ids)
-	}
-	return ids, nil
 }
 
 // detachNode resolves the node of a detach: an exact ID or a unique

@@ -12,8 +12,8 @@ import (
 	"github.com/shoenig/test/must"
 
 	"github.com/berth-io/berth/nomad"
+	"github.com/berth-io/berth/nomad/claims"
 	"github.com/berth-io/berth/nomad/structs"
-	"github.com/berth-io/berth/nomad/volumewatcher"
 	"github.com/berth-io/berth/testutil"
 	"github.com/berth-io/berth/testutil/cluster"
 )
@@ -562,7 +562,7 @@ func TestCSIClaim_DownNodeKeepsItsClaimUntilTheDisconnectDeadline(t *testing.T) 
 	clock.Advance(5*time.Minute + time.Second)
 	systemGC(t, s)
 	past := waitFreed(t, s, "db", a.ID)
-	must.Eq(t, volumewatcher.ReasonDisconnectPassed, past.ReleaseReason)
+	must.Eq(t, claims.ReasonDisconnectPassed, past.ReleaseReason)
 	next := waitLive(t, s, "a", 1)[0]
 	must.NotEq(t, a.NodeID, next.NodeID)
 }
@@ -597,7 +597,7 @@ func TestCSIClaim_DownNodeIsFencedThroughTheController(t *testing.T) {
 	close(release)
 
 	past := waitFreed(t, s, "db", a.ID)
-	must.Eq(t, volumewatcher.ReasonFenced, past.ReleaseReason)
+	must.Eq(t, claims.ReasonFenced, past.ReleaseReason)
 	pub.mu.Lock()
 	must.Eq(t, "ext-0", pub.unpublishCalls[1].ExternalNodeID)
 	pub.mu.Unlock()
@@ -703,7 +703,7 @@ func TestCSIDetach_ForceReleasesADownNodesClaims(t *testing.T) {
 
 	must.NoError(t, detach(s, "db", a.NodeID, true))
 	must.Nil(t, storedClaim(t, s, "db", a.ID), must.Sprint("a node-only plugin needs nothing more"))
-	must.Eq(t, volumewatcher.ReasonDetachForce, pastClaim(t, s, "db", a.ID).ReleaseReason)
+	must.Eq(t, claims.ReasonDetachForce, pastClaim(t, s, "db", a.ID).ReleaseReason)
 }
 
 func TestSystem_GarbageCollectDeletesEmptyPlugins(t *testing.T) {

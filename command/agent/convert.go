@@ -586,6 +586,7 @@ func topologiesToAPI(ts []*structs.CSITopology) []*api.CSITopology {
 // pluginHealth is what a volume shows of its plugin's health.
 type pluginHealth struct {
 	ControllerRequired  bool
+	PublishUnpublish    bool
 	ControllersHealthy  int
 	ControllersExpected int
 	NodesHealthy        int
@@ -597,7 +598,7 @@ func healthOfPlugin(p *structs.CSIPluginListStub) pluginHealth {
 		return pluginHealth{}
 	}
 	return pluginHealth{
-		ControllerRequired: p.ControllerRequired,
+		ControllerRequired: p.ControllerRequired, PublishUnpublish: p.PublishUnpublish,
 		ControllersHealthy: p.ControllersHealthy, ControllersExpected: p.ControllersExpected,
 		NodesHealthy: p.NodesHealthy, NodesExpected: p.NodesExpected,
 	}
@@ -605,12 +606,14 @@ func healthOfPlugin(p *structs.CSIPluginListStub) pluginHealth {
 
 // schedulable reports whether allocs can use a volume now: it is ready,
 // some node runs a healthy instance of its plugin, and so does some
-// controller when the plugin needs one.
+// controller when claims go through one (its controllers advertise
+// PUBLISH_UNPUBLISH_VOLUME: a node-only plugin needs none). The
+// scheduler applies the same rule (nomad/scheduler csi.go).
 func (h pluginHealth) schedulable(state structs.CSIVolumeState) bool {
 	if state != "" && state != structs.CSIVolumeStateReady {
 		return false
 	}
-	return h.NodesHealthy > 0 && (!h.ControllerRequired || h.ControllersHealthy > 0)
+	return h.NodesHealthy > 0 && (!h.PublishUnpublish || h.ControllersHealthy > 0)
 }
 
 // volumeToAPI converts a volume the servers already sanitized. allocs

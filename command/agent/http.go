@@ -154,6 +154,8 @@ func errorStatus(err error) (int, string) {
 		return http.StatusForbidden, err.Error()
 	case structs.CodeConflict:
 		return http.StatusConflict, err.Error()
+	case structs.CodeUnsupported:
+		return http.StatusNotImplemented, err.Error()
 	}
 	if errors.Is(err, errNoServer) {
 		return http.StatusBadRequest, err.Error()

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/berth-io/berth/nomad/claims"
 	"github.com/berth-io/berth/nomad/structs"
 )
 
@@ -13,11 +14,16 @@ import (
 //
 //  1. the volume exists (per_alloc sources resolve to "source[idx]");
 //  2. it supports the requested access and attachment mode;
-//  3. the node runs a healthy node instance of the volume's plugin;
-//  4. the plugin is under its MaxVolumes on the node (a volume already
+//  3. the volume is ready (not being created or deleted), and its plugin
+//     can serve claims at all: when claims go through its controller
+//     (it advertises PUBLISH_UNPUBLISH_VOLUME), some controller instance
+//     is healthy — otherwise the claim would wait forever, so the eval
+//     blocks and unblocks when the plugin changes;
+//  4. the node runs a healthy node instance of the volume's plugin;
+//  5. the plugin is under its MaxVolumes on the node (a volume already
 //     claimed there does not count twice);
-//  5. the node plugin's topology matches one of the volume's topologies;
-//  6. the claim is free: CSIVolume.ClaimConflict over the stored claims
+//  6. the node plugin's topology matches one of the volume's topologies;
+//  7. the claim is free: CSIVolume.ClaimConflict over the stored claims
 //     plus those this plan already reserved.
 //
 // It returns the claims to reserve with the placement, or why the node
@@ -46,6 +52,9 @@ func (p *placer) csiClaims(node *structs.Node, tg *structs.TaskGroup, idx int, a
 		if len(vol.RequestedCapabilities) > 0 && !vol.HasCapability(req.AccessMode, req.AttachmentMode) {
 			return nil, fmt.Sprintf("volume %q: does not support access mode %s with attachment mode %s",
 				source, req.AccessMode, req.AttachmentMode), nil
+		}
+		if why, err := p.volumeUnusable(vol); err != nil || why != "" {
+			return nil, why, err
 		}
 		plug := node.CSINodePlugins[vol.PluginID]
 		switch {
@@ -93,6 +102,24 @@ func (p *placer) csiClaims(node *structs.Node, tg *structs.TaskGroup, idx int, a
 		})
 	}
 	return claims, "", nil
+}
+
+// volumeUnusable says why no node can claim vol now, whatever the node:
+// the volume is not ready, or its plugin publishes through a controller
+// and has no healthy controller instance. "" when it is usable.
+func (p *placer) volumeUnusable(vol *structs.CSIVolume) (string, error) {
+	if vol.State != "" && vol.State != structs.CSIVolumeStateReady {
+		return fmt.Sprintf("volume %q: is %s, not ready for claims", vol.ID, vol.State), nil
+	}
+	plugin, err := p.st.CSIPluginByID(nil, vol.PluginID)
+	if err != nil {
+		return "", fmt.Errorf("reading CSI plugin %q: %w", vol.PluginID, err)
+	}
+	if claims.ControllerNeeded(plugin) && plugin.ControllersHealthy == 0 {
+		return fmt.Sprintf("volume %q: CSI plugin %q attaches volumes through its controller, and none of its %d controller instances is healthy; "+
+			"check the plugin's controller job", vol.ID, vol.PluginID, plugin.ControllersExpected), nil
+	}
+	return "", nil
 }
 
 func maxVolumes(plug *structs.CSIInfo) int64 {

@@ -56,6 +56,9 @@ func TestCSI_SingleNodeWriterPlacedOnceSecondJobBlocked(t *testing.T) {
 
 	// Once it is freed, b places.
 	c = c.Copy()
+	c.Step = structs.CSIClaimControllerDetached
+	h.claim(structs.DefaultNamespace, "db", c)
+	c = c.Copy()
 	c.Step = structs.CSIClaimFreed
 	h.claim(structs.DefaultNamespace, "db", c)
 	evalB = h.process(testEval(b, structs.EvalTriggerQueuedAllocs))
@@ -208,4 +211,58 @@ func TestCSI_UnsupportedAccessMode(t *testing.T) {
 	eval := h.process(testEval(job, structs.EvalTriggerJobRegister))
 	must.Eq(t, map[string]int{`volume "db": does not support access mode multi-node-multi-writer with attachment mode file-system`: 1},
 		eval.FailedTGAllocs["web"].ConstraintFiltered)
+}
+
+// TestCSI_PluginMustServeClaims: a volume whose plugin attaches through
+// its controller (PUBLISH_UNPUBLISH_VOLUME) is infeasible while no
+// controller instance is healthy, with a reason that names the plugin and
+// what to check; a node-only plugin (a monolith declared type = "node":
+// it says it has a controller service, but no controller instance ever
+// fingerprinted) places with node instances alone; a volume that is not
+// ready places nowhere.
+func TestCSI_PluginMustServeClaims(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		controller *structs.CSIInfo // on node 0, nil for none
+		state      structs.CSIVolumeState
+		want       string // the placement failure, "" when placed
+	}{
+		{name: "node-only plugin places"},
+		{name: "controller without PUBLISH_UNPUBLISH places",
+			controller: &structs.CSIInfo{PluginID: plugin, Healthy: true, ControllerInfo: &structs.CSIControllerInfo{}}},
+		{name: "attaching controller, healthy, places",
+			controller: &structs.CSIInfo{PluginID: plugin, Healthy: true,
+				ControllerInfo: &structs.CSIControllerInfo{SupportsAttachDetach: true}}},
+		{name: "attaching controller, unhealthy, is infeasible",
+			controller: &structs.CSIInfo{PluginID: plugin, Healthy: false,
+				ControllerInfo: &structs.CSIControllerInfo{SupportsAttachDetach: true}},
+			want: `volume "db": CSI plugin "hostpath" attaches volumes through its controller, and none of its 1 controller instances is healthy; check the plugin's controller job`},
+		{name: "a volume being created is infeasible", state: structs.CSIVolumeStateCreating,
+			want: `volume "db": is creating, not ready for claims`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			n := csiNode(0, plugin, 0, nil)
+			n.CSINodePlugins[plugin].RequiresControllerPlugin = true
+			if tc.controller != nil {
+				n.CSIControllerPlugins = map[string]*structs.CSIInfo{plugin: tc.controller}
+			}
+			h.upsertNode(n)
+			v := testVolume("db", plugin)
+			if tc.state != "" {
+				v.State = tc.state
+			}
+			h.upsertVolume(v)
+			job := h.upsertJob(withVolume(testJob("a", 1), "db", false, structs.CSIVolumeAccessModeSingleNodeWriter))
+			eval := h.process(testEval(job, structs.EvalTriggerJobRegister))
+			if tc.want == "" {
+				must.Nil(t, eval.FailedTGAllocs)
+				must.SliceLen(t, 1, h.live(job))
+				return
+			}
+			must.SliceEmpty(t, h.live(job))
+			must.NotEq(t, "", eval.BlockedEval, must.Sprint("it waits for the plugin, blocked"))
+			must.Eq(t, map[string]int{tc.want: 1}, eval.FailedTGAllocs["web"].ConstraintFiltered)
+		})
+	}
 }

@@ -10,9 +10,11 @@ import (
 )
 
 // The claim state machine as the store applies it. Each Raft entry sets a
-// claim to the step its update names; the store checks only what it must
-// to keep guarantee 1 of DESIGN.md §4 ("never more claims than the access
-// mode allows"), and leaves the order of steps to the writers:
+// claim to the step its update names. nomad/claims decides the steps; the
+// store keeps guarantee 1 of DESIGN.md §4 ("never more claims than the
+// access mode allows") and refuses any step the protocol does not allow
+// from the stored one (structs.CSIClaimStep.CanMoveTo), so no writer can
+// move a released claim back into use or skip the release:
 //
 //	update for an alloc with no live claim:
 //	  Reserved, Taken          ──► ClaimConflict? ──► conflict: whole write fails
@@ -86,6 +88,8 @@ func updateCSIVolumeClaimTxn(txn *writeTxn, u *structs.CSIVolumeClaimUpdate, ts 
 		case structs.CSIClaimReserved, structs.CSIClaimTaken:
 		case structs.CSIClaimNodeDetached, structs.CSIClaimControllerDetached, structs.CSIClaimFreed:
 			return nil // released before: nothing left to do
+		case structs.CSIClaimNeedsOperator:
+			return nil // released before (by an operator): nothing left to do
 		default:
 			return structs.NewError(structs.CodeInvalid,
 				"claiming volume %q for alloc %s: unknown claim step %q", u.VolumeID, allocID, claim.Step)
@@ -96,6 +100,16 @@ func updateCSIVolumeClaimTxn(txn *writeTxn, u *structs.CSIVolumeClaimUpdate, ts 
 		claim.CreateTime = ts
 		claim.CreateIndex = txn.index
 	} else {
+		if !existing.Step.CanMoveTo(claim.Step) {
+			if claim.Step == structs.CSIClaimReserved {
+				// A plan re-reserving an alloc's claim that already went
+				// further (a replayed plan, an in-place update): the claim
+				// stands as it is.
+				return nil
+			}
+			return structs.NewError(structs.CodeConflict,
+				"claim of alloc %s on volume %q cannot move from step %s to step %s", allocID, u.VolumeID, existing.Step, claim.Step)
+		}
 		fillClaimIdentity(claim, existing)
 		claim.CreateTime = existing.CreateTime
 		claim.CreateIndex = existing.CreateIndex

@@ -264,3 +264,61 @@ func TestCSIClaims_ModesFollowOldestClaim(t *testing.T) {
 	err := s.UpdateCSIVolumeClaims(6, []*structs.CSIVolumeClaimUpdate{claimUpdate("default", "data", w)}, 1)
 	must.ErrorIs(t, err, structs.ErrInvalid)
 }
+
+// TestCSIClaims_IllegalStepsRefused: the store refuses every step the
+// claim protocol does not allow from the stored one, so no writer (a
+// stale endpoint, a replayed entry) can move a releasing claim back into
+// use or free one that skipped its release; a plan re-reserving a claim
+// that went further leaves it as it is.
+func TestCSIClaims_IllegalStepsRefused(t *testing.T) {
+	all := []structs.CSIClaimStep{structs.CSIClaimReserved, structs.CSIClaimTaken, structs.CSIClaimNodeDetached,
+		structs.CSIClaimControllerDetached, structs.CSIClaimNeedsOperator, structs.CSIClaimFreed}
+	for _, from := range all[:len(all)-1] {
+		for _, to := range all {
+			t.Run(string(from)+"→"+string(to), func(t *testing.T) {
+				s := testStore(t)
+				must.NoError(t, s.UpsertCSIVolumes(1, []*structs.CSIVolume{mockVolume("default", "data", "p")}))
+				first := mockClaim("a1", "n1", structs.CSIClaimReserved)
+				if from != structs.CSIClaimReserved {
+					first.Step = structs.CSIClaimTaken
+				}
+				must.NoError(t, s.UpdateCSIVolumeClaims(2, []*structs.CSIVolumeClaimUpdate{claimUpdate("default", "data", first)}, 1))
+				if from != first.Step {
+					c := mockClaim("a1", "n1", from)
+					// Reach from through legal steps.
+					path := map[structs.CSIClaimStep][]structs.CSIClaimStep{
+						structs.CSIClaimNodeDetached:       {structs.CSIClaimNodeDetached},
+						structs.CSIClaimControllerDetached: {structs.CSIClaimNodeDetached, structs.CSIClaimControllerDetached},
+						structs.CSIClaimNeedsOperator:      {structs.CSIClaimNeedsOperator},
+					}[from]
+					for i, step := range path {
+						c.Step = step
+						must.NoError(t, s.UpdateCSIVolumeClaims(uint64(3+i), []*structs.CSIVolumeClaimUpdate{claimUpdate("default", "data", c.Copy())}, 2))
+					}
+				}
+				err := s.UpdateCSIVolumeClaims(10, []*structs.CSIVolumeClaimUpdate{claimUpdate("default", "data", mockClaim("a1", "n1", to))}, 3)
+				stored := claimVolume(t, s).Claims["a1"]
+				switch {
+				case from.CanMoveTo(to):
+					must.NoError(t, err)
+					if to == structs.CSIClaimFreed {
+						must.Nil(t, stored)
+					} else {
+						must.Eq(t, to, stored.Step)
+					}
+				case to == structs.CSIClaimReserved:
+					must.NoError(t, err, must.Sprint("a re-reservation is a no-op"))
+					must.Eq(t, from, stored.Step)
+				default:
+					must.ErrorIs(t, err, structs.ErrConflict)
+					must.StrContains(t, err.Error(), "cannot move from step "+string(from)+" to step "+string(to))
+					must.Eq(t, from, stored.Step, must.Sprint("a refused step changes nothing"))
+				}
+			})
+		}
+	}
+	// The table the store enforces is the protocol's: spot-check it.
+	must.False(t, structs.CSIClaimNodeDetached.CanMoveTo(structs.CSIClaimTaken))
+	must.False(t, structs.CSIClaimTaken.CanMoveTo(structs.CSIClaimFreed))
+	must.True(t, structs.CSIClaimNeedsOperator.CanMoveTo(structs.CSIClaimNodeDetached))
+}

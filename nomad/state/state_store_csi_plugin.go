@@ -160,6 +160,15 @@ func updatePluginInstancesTxn(txn *writeTxn, id, nodeID string, controller, node
 			}
 		}
 	}
+	if len(p.Controllers) > 0 {
+		p.PublishUnpublish, p.PublishReadOnly = false, false
+		for _, info := range p.Controllers {
+			if ci := info.ControllerInfo; ci != nil {
+				p.PublishUnpublish = p.PublishUnpublish || ci.SupportsAttachDetach
+				p.PublishReadOnly = p.PublishReadOnly || ci.SupportsReadOnlyAttach
+			}
+		}
+	}
 	p.RecountHealth()
 
 	if existing != nil {

@@ -120,3 +120,43 @@ func TestCSIPlugins_Delete(t *testing.T) {
 	must.Nil(t, p)
 	must.Eq(t, 4, mustIndex(t, s, TableCSIPlugins))
 }
+
+// TestPluginProfile: PublishUnpublish and PublishReadOnly come from what
+// the controllers advertise, are false for a plugin that never had a
+// controller (node-only, or a monolith declared type = "node"), and keep
+// their value while the plugin's controllers are gone (a controller job
+// restarting must not turn claims that were controller-published into
+// ones that are not).
+func TestPluginProfile(t *testing.T) {
+	s := testStore(t)
+	plugin := func() *structs.CSIPlugin {
+		p, err := s.CSIPluginByID(nil, "p")
+		must.NoError(t, err)
+		must.NotNil(t, p)
+		return p
+	}
+	n1 := mockNode("n1")
+	n1.CSINodePlugins = map[string]*structs.CSIInfo{"p": csiInfo("p", false)}
+	must.NoError(t, s.UpsertNode(1, n1))
+	must.False(t, plugin().PublishUnpublish, must.Sprint("node-only: no controller ever advertised it"))
+	must.True(t, plugin().ControllerRequired, must.Sprint("the plugin says it has a controller service"))
+
+	c := csiInfo("p", true)
+	c.ControllerInfo = &structs.CSIControllerInfo{SupportsAttachDetach: false}
+	n2 := mockNode("n2")
+	n2.CSIControllerPlugins = map[string]*structs.CSIInfo{"p": c}
+	must.NoError(t, s.UpsertNode(2, n2))
+	must.False(t, plugin().PublishUnpublish, must.Sprint("a controller without PUBLISH_UNPUBLISH_VOLUME"))
+
+	n2 = n2.Copy()
+	n2.CSIControllerPlugins["p"].ControllerInfo = &structs.CSIControllerInfo{SupportsAttachDetach: true, SupportsReadOnlyAttach: true}
+	must.NoError(t, s.UpsertNode(3, n2))
+	must.True(t, plugin().PublishUnpublish, must.Sprint("upgraded: re-read"))
+	must.True(t, plugin().PublishReadOnly)
+
+	n2 = n2.Copy()
+	n2.CSIControllerPlugins = nil
+	must.NoError(t, s.UpsertNode(4, n2))
+	must.Eq(t, 0, plugin().ControllersExpected)
+	must.True(t, plugin().PublishUnpublish, must.Sprint("kept while no controller instance is left"))
+}

@@ -95,7 +95,9 @@ func TestCSIVolumes_ByClaimNode(t *testing.T) {
 
 	// Freed claims leave the node index.
 	freed := mockClaim("a4", "n2", structs.CSIClaimFreed)
-	must.NoError(t, s.UpdateCSIVolumeClaims(3, []*structs.CSIVolumeClaimUpdate{claimUpdate("prod", "data", freed)}, 11))
+	must.NoError(t, s.UpdateCSIVolumeClaims(3, []*structs.CSIVolumeClaimUpdate{
+		claimUpdate("prod", "data", mockClaim("a4", "n2", structs.CSIClaimControllerDetached)),
+		claimUpdate("prod", "data", freed)}, 11))
 	iter, err = s.CSIVolumesByNodeID(nil, "n2")
 	must.Eq(t, []string{"default/shared"}, ids(t, iter, err))
 	iter, err = s.CSIVolumesByNodeID(nil, "n3")

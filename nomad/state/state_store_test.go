@@ -112,6 +112,8 @@ func TestStateStore_CopyDiscipline(t *testing.T) {
 		claimUpdate("default", "data", mockClaim("a1", "n1", structs.CSIClaimTaken)),
 	}, 9))
 	must.NoError(t, s.UpdateCSIVolumeClaims(18, []*structs.CSIVolumeClaimUpdate{
+		claimUpdate("default", "data", mockClaim("a1", "n1", structs.CSIClaimNodeDetached)),
+		claimUpdate("default", "data", mockClaim("a1", "n1", structs.CSIClaimControllerDetached)),
 		claimUpdate("default", "data", mockClaim("a1", "n1", structs.CSIClaimFreed)),
 	}, 9))
 	v2 := mockVolume("default", "data", "ebs")

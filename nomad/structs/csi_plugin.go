@@ -9,6 +9,17 @@ type CSIPlugin struct {
 	Version            string
 	ControllerRequired bool
 
+	// PublishUnpublish and PublishReadOnly are what the plugin's
+	// controllers advertise (PUBLISH_UNPUBLISH_VOLUME, PUBLISH_READONLY).
+	// The claim protocol decides with them (nomad/claims), never with
+	// "the plugin has a controller". Recomputed whenever a controller
+	// instance fingerprints, they keep their last value while the plugin
+	// has no controller instance (a controller job restarting must not
+	// turn a plugin that attaches into one that does not); a plugin that
+	// never had a controller instance (node-only) has both false.
+	PublishUnpublish bool
+	PublishReadOnly  bool
+
 	// Controllers and Nodes map node ID to that node's fingerprint.
 	Controllers map[string]*CSIInfo
 	Nodes       map[string]*CSIInfo
@@ -84,6 +95,7 @@ type CSIPluginListStub struct {
 	ID                  string
 	Provider            string
 	ControllerRequired  bool
+	PublishUnpublish    bool
 	ControllersHealthy  int
 	ControllersExpected int
 	NodesHealthy        int
@@ -96,7 +108,7 @@ type CSIPluginListStub struct {
 func (p *CSIPlugin) Stub() *CSIPluginListStub {
 	return &CSIPluginListStub{
 		ID: p.ID, Provider: p.Provider, ControllerRequired: p.ControllerRequired,
-		ControllersHealthy: p.ControllersHealthy, ControllersExpected: p.ControllersExpected,
+		PublishUnpublish: p.PublishUnpublish, ControllersHealthy: p.ControllersHealthy, ControllersExpected: p.ControllersExpected,
 		NodesHealthy: p.NodesHealthy, NodesExpected: p.NodesExpected,
 		CreateIndex: p.CreateIndex, ModifyIndex: p.ModifyIndex,
 	}

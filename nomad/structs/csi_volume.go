@@ -249,16 +249,20 @@ const (
 
 // CSIClaimStep is where a claim is in the claim protocol. Every transition
 // is a Raft entry, so a new leader resumes where the old one stopped.
+// nomad/claims owns the decisions; CanMoveTo is the store's check of them.
 //
 //	 plan apply             client Claim RPC              client Postrun (all tasks exited)
 //	───────────► Reserved ──────────────────► Taken ──────────────────────────► NodeDetached
-//	                │ (ControllerPublish first                                      │
-//	                │  when the plugin needs it)                   ControllerUnpublish (if needed)
-//	                │                                                               ▼
+//	                │ (ControllerPublish first          │ (node detach               │
+//	                │  when the controller              │  failed finally)   ControllerUnpublish
+//	                │  advertises it)                   ▼                  (when published)
+//	                │                             NeedsOperator ◄─ final error ──────┤
+//	                │                        (volume detach resumes or frees)       ▼
 //	                └── alloc stopped before it ran ──────────────────────► ControllerDetached ──► freed
 //
 // A claim is freed (moved to PastClaims) only from ControllerDetached, or
-// straight from Reserved when nothing was ever published.
+// straight from Reserved when nothing was ever published, or from
+// NeedsOperator by an operator's detach.
 type CSIClaimStep string
 
 const (
@@ -266,7 +270,13 @@ const (
 	CSIClaimTaken              CSIClaimStep = "taken"
 	CSIClaimNodeDetached       CSIClaimStep = "node-detached"
 	CSIClaimControllerDetached CSIClaimStep = "controller-detached"
-	CSIClaimFreed              CSIClaimStep = "freed"
+	// CSIClaimNeedsOperator: a release step failed with an error that
+	// retrying will not fix (the plugin does not implement the RPC, or
+	// refused the request). The claim still holds the volume; its
+	// BlockedStep says where it stopped and LastError says why. `volume
+	// detach` resumes it, or frees it when the plugin cannot do the step.
+	CSIClaimNeedsOperator CSIClaimStep = "needs-operator"
+	CSIClaimFreed         CSIClaimStep = "freed"
 )
 
 // Describe says in words what the claim is waiting for.
@@ -280,10 +290,39 @@ func (s CSIClaimStep) Describe() string {
 		return "releasing: controller unpublish pending"
 	case CSIClaimControllerDetached:
 		return "releasing: about to be freed"
+	case CSIClaimNeedsOperator:
+		return "release stopped on an error the plugin will repeat: run 'berth volume detach'"
 	case CSIClaimFreed:
 		return "freed"
 	}
 	return string(s)
+}
+
+// legalSteps lists, for each step, the steps a stored claim may move to.
+// Staying put is always legal (bookkeeping: errors, attempts, retries).
+var legalSteps = map[CSIClaimStep][]CSIClaimStep{
+	CSIClaimReserved:           {CSIClaimTaken, CSIClaimNodeDetached, CSIClaimControllerDetached, CSIClaimNeedsOperator, CSIClaimFreed},
+	CSIClaimTaken:              {CSIClaimNodeDetached, CSIClaimControllerDetached, CSIClaimNeedsOperator}, // controller-detached: fencing a down node
+	CSIClaimNodeDetached:       {CSIClaimControllerDetached, CSIClaimNeedsOperator},
+	CSIClaimControllerDetached: {CSIClaimFreed},
+	CSIClaimNeedsOperator:      {CSIClaimReserved, CSIClaimTaken, CSIClaimNodeDetached, CSIClaimControllerDetached, CSIClaimFreed},
+}
+
+// NewClaimSteps are the steps a claim may start at: a reservation made at
+// plan apply, or a claim reserved and taken in one write.
+var NewClaimSteps = []CSIClaimStep{CSIClaimReserved, CSIClaimTaken}
+
+// CanMoveTo reports whether a stored claim at step s may be written at
+// step next. A claim never goes back towards "in use" once its release
+// began, except NeedsOperator resuming the step it stopped at.
+func (s CSIClaimStep) CanMoveTo(next CSIClaimStep) bool {
+	return s == next && s != CSIClaimFreed || slices.Contains(legalSteps[s], next)
+}
+
+// Known reports whether s is a step of the protocol.
+func (s CSIClaimStep) Known() bool {
+	_, ok := legalSteps[s]
+	return ok || s == CSIClaimFreed
 }
 
 // CSIVolumeClaim is one alloc's claim on a volume.
@@ -310,6 +349,20 @@ type CSIVolumeClaim struct {
 	// ReleaseReason says why the claim was freed when it is not the normal
 	// path: "detach -force", "node disconnect deadline passed", ...
 	ReleaseReason string
+
+	// BlockedStep is the step a NeedsOperator claim stopped at (Reserved,
+	// Taken or NodeDetached), which `volume detach` resumes.
+	BlockedStep CSIClaimStep
+	// Unsupported is set on a NeedsOperator claim whose plugin answered
+	// that it does not implement the step's RPC: nothing can be undone
+	// through it, so `volume detach` frees the claim.
+	Unsupported bool
+
+	// ControllerPublished is set (in Raft, before the call) when the
+	// servers may have controller-published the volume for this claim;
+	// the release then runs ControllerUnpublish while the plugin's
+	// controller still advertises it.
+	ControllerPublished bool
 
 	CreateTime  int64
 	ModifyTime  int64

@@ -19,6 +19,11 @@ const (
 	CodeNoLeader         ErrorCode = "no_leader"         // HTTP 500, retryable
 	CodeRetryable        ErrorCode = "retryable"         // try again later
 	CodeNotReady         ErrorCode = "not_ready"         // "not yet": e.g. claim blocked by another claim
+	// CodeUnsupported: a plugin does not implement what was asked (a CSI
+	// RPC answered Unimplemented). Final, like CodeInvalid, but it also
+	// tells the claim protocol that there is nothing to undo through that
+	// RPC (HTTP 501).
+	CodeUnsupported ErrorCode = "unsupported"
 )
 
 // Error is an error with a code. Messages name the object and, where there
@@ -46,6 +51,7 @@ var (
 	ErrNoLeader         = &Error{Code: CodeNoLeader, Msg: "no cluster leader"}
 	ErrRetryable        = &Error{Code: CodeRetryable}
 	ErrNotReady         = &Error{Code: CodeNotReady}
+	ErrUnsupported      = &Error{Code: CodeUnsupported}
 )
 
 // NewError builds a coded error with a formatted message.

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-memdb"
 
 	"github.com/berth-io/berth/helper"
+	"github.com/berth-io/berth/nomad/claims"
 	"github.com/berth-io/berth/nomad/state"
 	"github.com/berth-io/berth/nomad/structs"
 )
@@ -235,39 +236,62 @@ func (w *Watcher) Release(ctx context.Context, ns, id string, opts ReleaseOption
 	return nil
 }
 
-// NeedsController reports whether vol's claims are controller-unpublished:
-// its plugin requires a controller and the servers can reach one.
-func (w *Watcher) NeedsController(snap *state.StateSnapshot, vol *structs.CSIVolume) (bool, error) {
+// Profile is what vol's plugin can do now (claims.ProfileOf): re-read on
+// every decision, never kept, since plugins get upgraded. Without a
+// Controller the servers controller-publish nothing, so they have nothing
+// to controller-unpublish either.
+func (w *Watcher) Profile(snap *state.StateSnapshot, vol *structs.CSIVolume) (claims.Profile, error) {
 	if w.cfg.Controller == nil {
-		return false, nil
+		return claims.Profile{}, nil
 	}
 	p, err := snap.CSIPluginByID(nil, vol.PluginID)
 	if err != nil {
-		return false, err
+		return claims.Profile{}, err
 	}
-	return p != nil && p.ControllerRequired, nil
+	return w.ProfileOf(p), nil
 }
 
-// Decide says what the watcher does next for claim, a live claim of vol,
-// as of snap.
-func (w *Watcher) Decide(snap *state.StateSnapshot, vol *structs.CSIVolume, claim *structs.CSIVolumeClaim) (Action, error) {
-	needs, err := w.NeedsController(snap, vol)
-	if err != nil {
-		return Action{}, err
-	}
-	return w.decide(snap, vol, claim, needs, w.cfg.Now())
-}
-
-func (w *Watcher) decide(snap *state.StateSnapshot, vol *structs.CSIVolume, claim *structs.CSIVolumeClaim, needs bool, now time.Time) (Action, error) {
+// Subjects returns claim's alloc and node as of snap (nil when gone), the
+// node with the disconnect deadline that applies to it.
+func (w *Watcher) Subjects(snap *state.StateSnapshot, claim *structs.CSIVolumeClaim) (*structs.Allocation, *structs.Node, error) {
 	alloc, err := snap.AllocByID(nil, claim.AllocID)
 	if err != nil {
-		return Action{}, err
+		return nil, nil, err
 	}
 	node, err := snap.NodeByID(nil, claim.NodeID)
 	if err != nil {
-		return Action{}, err
+		return nil, nil, err
 	}
-	return nextStep(vol, claim, alloc, withDeadline(node, w.cfg.DefaultDisconnectDeadline), needs, now), nil
+	return alloc, claims.WithDeadline(node, w.cfg.DefaultDisconnectDeadline), nil
+}
+
+// ProfileOf is plugin p's profile as this watcher's decisions see it.
+func (w *Watcher) ProfileOf(p *structs.CSIPlugin) claims.Profile {
+	return claims.ProfileOf(p, w.cfg.Controller != nil)
+}
+
+// Backoff is the capped backoff of failed claim calls.
+func (w *Watcher) Backoff() helper.Backoff { return w.retry }
+
+// Now is the watcher's clock.
+func (w *Watcher) Now() time.Time { return w.cfg.Now() }
+
+// Decide says what the watcher does next for claim, a live claim of vol,
+// as of snap.
+func (w *Watcher) Decide(snap *state.StateSnapshot, vol *structs.CSIVolume, claim *structs.CSIVolumeClaim) (claims.Action, error) {
+	prof, err := w.Profile(snap, vol)
+	if err != nil {
+		return claims.Action{}, err
+	}
+	return w.decide(snap, vol, claim, prof, w.cfg.Now())
+}
+
+func (w *Watcher) decide(snap *state.StateSnapshot, vol *structs.CSIVolume, claim *structs.CSIVolumeClaim, prof claims.Profile, now time.Time) (claims.Action, error) {
+	alloc, node, err := w.Subjects(snap, claim)
+	if err != nil {
+		return claims.Action{}, err
+	}
+	return claims.Next(vol, claim, alloc, node, prof, now), nil
 }
 
 // work processes queued volumes until the queue shuts down.
@@ -336,7 +360,7 @@ func (w *Watcher) round(ctx context.Context, k volumeKey, opts passOptions) (pro
 	if err != nil || vol == nil || len(vol.Claims) == 0 {
 		return false, 0, err // gone or nothing claimed: done
 	}
-	needs, err := w.NeedsController(snap, vol)
+	prof, err := w.Profile(snap, vol)
 	if err != nil {
 		return false, 0, err
 	}
@@ -344,7 +368,7 @@ func (w *Watcher) round(ctx context.Context, k volumeKey, opts passOptions) (pro
 
 	type pending struct {
 		claim *structs.CSIVolumeClaim
-		act   Action
+		act   claims.Action
 	}
 	var (
 		updates   []*structs.CSIVolumeClaimUpdate
@@ -363,24 +387,24 @@ func (w *Watcher) round(ctx context.Context, k volumeKey, opts passOptions) (pro
 			decideOn = claim.Copy()
 			decideOn.NextRetry = 0
 		}
-		act, err := w.decide(snap, vol, decideOn, needs, now)
+		act, err := w.decide(snap, vol, decideOn, prof, now)
 		if err != nil {
 			return false, 0, err
 		}
 		switch act.Kind {
-		case None, Wait:
+		case claims.None, claims.Wait:
 			if c := noted(claim, act); c != nil {
 				add(c)
 			}
 			if !act.At.IsZero() {
 				next = earliest(next, act.At)
 			}
-		case RetryAfter:
+		case claims.RetryAfter:
 			next = earliest(next, act.At)
-		case MarkNodeDetached:
+		case claims.MarkNodeDetached:
 			add(stepped(claim, structs.CSIClaimNodeDetached, act.ReleaseReason))
 			progressed = true
-		case Free:
+		case claims.Free:
 			if claim.Step == structs.CSIClaimNodeDetached {
 				// The controller side needs nothing (or is left to the
 				// node's last claim): checkpoint it as done, in the same
@@ -389,11 +413,11 @@ func (w *Watcher) round(ctx context.Context, k volumeKey, opts passOptions) (pro
 			}
 			add(stepped(claim, structs.CSIClaimFreed, act.ReleaseReason))
 			progressed = true
-		case ControllerUnpublish:
+		case claims.ControllerUnpublish:
 			unpublish = append(unpublish, pending{claim, act})
-		case NodeDetach:
+		case claims.NodeDetach:
 			if w.cfg.NodeDetacher == nil {
-				act = Action{Kind: Wait, Record: true, Reason: act.Reason + " (the servers cannot reach clients: " +
+				act = claims.Action{Kind: claims.Wait, Record: true, Reason: act.Reason + " (the servers cannot reach clients: " +
 					"once that node has unpublished it, or is gone for good, run 'berth volume detach')"}
 				if c := noted(claim, act); c != nil {
 					add(c)
@@ -404,11 +428,12 @@ func (w *Watcher) round(ctx context.Context, k volumeKey, opts passOptions) (pro
 				if ctx.Err() != nil {
 					return false, 0, ctx.Err()
 				}
-				f := failedAttempt(claim, fmt.Errorf("%s: %w", act.Reason, err), now, w.retry)
+				f := claims.ReleaseFailed(claim, fmt.Errorf("%s: %w", act.Reason, err), now, w.retry)
 				add(f)
-				next = earliest(next, time.Unix(0, f.NextRetry))
-				w.logger.Warn("node detach failed; will retry", "namespace", vol.Namespace, "volume_id", vol.ID,
-					"alloc_id", claim.AllocID, "node_id", claim.NodeID, "attempts", f.Attempts, "error", err)
+				w.logFailure(vol, f, "node detach", err)
+				if f.NextRetry != 0 {
+					next = earliest(next, time.Unix(0, f.NextRetry))
+				}
 				continue
 			}
 			add(stepped(claim, structs.CSIClaimNodeDetached, act.ReleaseReason))
@@ -434,13 +459,13 @@ func (w *Watcher) round(ctx context.Context, k volumeKey, opts passOptions) (pro
 		if ctx.Err() != nil {
 			return false, 0, ctx.Err()
 		}
-		f := failedAttempt(p.claim, fmt.Errorf("controller unpublish from node %s (external ID %q) failed: %w",
-			p.claim.NodeID, p.claim.ExternalNodeID, cerr), now, w.retry)
+		f := claims.ReleaseFailed(p.claim, fmt.Errorf("controller unpublish of volume %q from node %s (external ID %q) through plugin %q failed: %w",
+			vol.ID, p.claim.NodeID, p.claim.ExternalNodeID, vol.PluginID, cerr), now, w.retry)
 		add(f)
-		next = earliest(next, time.Unix(0, f.NextRetry))
-		w.logger.Warn("controller unpublish failed; will retry",
-			"namespace", vol.Namespace, "volume_id", vol.ID, "alloc_id", p.claim.AllocID, "node_id", p.claim.NodeID,
-			"plugin_id", vol.PluginID, "attempts", f.Attempts, "next_retry", time.Unix(0, f.NextRetry), "error", cerr)
+		w.logFailure(vol, f, "controller unpublish", cerr)
+		if f.NextRetry != 0 {
+			next = earliest(next, time.Unix(0, f.NextRetry))
+		}
 	}
 
 	if len(updates) > 0 {
@@ -459,6 +484,19 @@ func (w *Watcher) round(ctx context.Context, k volumeKey, opts passOptions) (pro
 		wait = max(next.Sub(now), time.Millisecond)
 	}
 	return progressed, wait, nil
+}
+
+// logFailure logs a failed release call: a warning while it is retried,
+// an error once the claim needs an operator (the one case where someone
+// must act).
+func (w *Watcher) logFailure(vol *structs.CSIVolume, c *structs.CSIVolumeClaim, call string, err error) {
+	kv := []any{"namespace", vol.Namespace, "volume_id", vol.ID, "alloc_id", c.AllocID, "node_id", c.NodeID,
+		"plugin_id", vol.PluginID, "attempts", c.Attempts, "error", err}
+	if c.Step == structs.CSIClaimNeedsOperator {
+		w.logger.Error(call+" failed with an error the plugin will repeat; the claim needs 'berth volume detach'", kv...)
+		return
+	}
+	w.logger.Warn(call+" failed; will retry", append(kv, "next_retry", time.Unix(0, c.NextRetry))...)
 }
 
 func (w *Watcher) nodeDetach(ctx context.Context, vol *structs.CSIVolume, claim *structs.CSIVolumeClaim) error {
@@ -488,24 +526,14 @@ func stepped(claim *structs.CSIVolumeClaim, step structs.CSIClaimStep, releaseRe
 	return c
 }
 
-// failedAttempt is claim after a failed call (controller unpublish, or
-// node detach): the error, one more attempt, and when to try again.
-func failedAttempt(claim *structs.CSIVolumeClaim, err error, now time.Time, retry helper.Backoff) *structs.CSIVolumeClaim {
-	c := claim.Copy()
-	c.Attempts++
-	c.LastError = err.Error()
-	c.NextRetry = now.Add(retry.Delay(c.Attempts - 1)).UnixNano()
-	return c
-}
-
 // noted returns claim with its LastError showing why it waits (for a
 // recorded Wait) or cleared (it no longer waits on that), or nil when it
 // already says so. It never overwrites the error of a failed call on a
 // reserved claim (the client's Claim records those); a Taken claim that
 // is back in use or waiting on its client drops a stale one.
-func noted(claim *structs.CSIVolumeClaim, act Action) *structs.CSIVolumeClaim {
+func noted(claim *structs.CSIVolumeClaim, act claims.Action) *structs.CSIVolumeClaim {
 	want := ""
-	if act.Kind == Wait && act.Record {
+	if act.Kind == claims.Wait && act.Record {
 		want = act.Reason
 	}
 	switch {
@@ -647,7 +675,10 @@ func (w *Watcher) scan(sc *scanner, full bool) (gauges, error) {
 				return gauges{}, err
 			}
 		}
-		needs := obs.plugin != nil && obs.plugin.ControllerRequired
+		prof := claims.Profile{}
+		if w.cfg.Controller != nil {
+			prof = claims.ProfileOf(obs.plugin, true)
+		}
 		prev := sc.seen[k]
 		changed := full || prev == nil || prev.vol != vol || prev.plugin != obs.plugin
 		work := false
@@ -664,7 +695,7 @@ func (w *Watcher) scan(sc *scanner, full bool) (gauges, error) {
 			if prev != nil && (prev.allocs[c.AllocID] != alloc || prev.nodes[c.NodeID] != node) {
 				changed = true
 			}
-			if nextStep(vol, c, alloc, withDeadline(node, w.cfg.DefaultDisconnectDeadline), needs, now).Kind == None {
+			if claims.Next(vol, c, alloc, claims.WithDeadline(node, w.cfg.DefaultDisconnectDeadline), prof, now).Kind == claims.None {
 				continue
 			}
 			work = true

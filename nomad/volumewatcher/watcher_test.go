@@ -10,6 +10,7 @@ import (
 
 	"github.com/shoenig/test/must"
 
+	"github.com/berth-io/berth/nomad/claims"
 	"github.com/berth-io/berth/nomad/state"
 	"github.com/berth-io/berth/nomad/structs"
 )
@@ -116,6 +117,13 @@ func newHarness(t *testing.T, controller bool, cfg func(c *Config)) *harness {
 			PluginID: hPlugin, Healthy: true, RequiresControllerPlugin: controller,
 			NodeInfo: &structs.CSINodeInfo{ID: "ext-1"},
 		}}}
+	if controller {
+		// A controller that attaches: claims are controller-published.
+		node.CSIControllerPlugins = map[string]*structs.CSIInfo{hPlugin: {
+			PluginID: hPlugin, Healthy: true, RequiresControllerPlugin: true,
+			ControllerInfo: &structs.CSIControllerInfo{SupportsAttachDetach: true},
+		}}
+	}
 	must.NoError(t, store.UpsertNode(h.writer.nextIndex(), node))
 	must.NoError(t, store.UpsertCSIVolumes(h.writer.nextIndex(), []*structs.CSIVolume{{
 		ID: hVol, Namespace: "default", PluginID: hPlugin, State: structs.CSIVolumeStateReady,
@@ -138,6 +146,7 @@ func (h *harness) place(allocID string, step structs.CSIClaimStep) {
 		AllocID: allocID, JobID: "web", NodeID: hNode, ExternalNodeID: "ext-1", Mode: structs.CSIVolumeClaimWrite,
 		AccessMode:     h.volume().RequestedCapabilities[0].AccessMode,
 		AttachmentMode: structs.CSIVolumeAttachmentModeFilesystem, Step: first,
+		ControllerPublished: h.w.cfg.Controller != nil,
 	}
 	must.NoError(h.t, h.store.UpsertPlanResults(h.writer.nextIndex(), &structs.ApplyPlanResultsRequest{
 		AllocsUpdated: []*structs.Allocation{{ID: allocID, Namespace: "default", JobID: "web", NodeID: hNode,
@@ -219,7 +228,7 @@ func TestWatcher_FreesOnceTheClientReportsTasksExited(t *testing.T) {
 
 		// Stopped, tasks not reported exited: the client may still use it.
 		h.clientUpdate("a1", structs.AllocClientStatusComplete, false)
-		settle(NodeDetachGrace - time.Second)
+		settle(claims.NodeDetachGrace - time.Second)
 		claim := h.volume().Claims["a1"]
 		must.NotNil(t, claim)
 		must.Eq(t, structs.CSIClaimTaken, claim.Step)
@@ -288,7 +297,7 @@ func TestWatcher_DownNodeWaitsForItsDisconnectDeadline(t *testing.T) {
 
 		settle(2 * time.Second)
 		must.MapEmpty(t, h.volume().Claims)
-		must.Eq(t, ReasonDisconnectPassed, h.pastClaim("a1").ReleaseReason)
+		must.Eq(t, claims.ReasonDisconnectPassed, h.pastClaim("a1").ReleaseReason)
 	})
 }
 
@@ -310,7 +319,7 @@ func TestWatcher_DownNodeIsFencedByTheController(t *testing.T) {
 
 		settle(5 * time.Second)
 		must.MapEmpty(t, h.volume().Claims)
-		must.Eq(t, ReasonFenced, h.pastClaim("a1").ReleaseReason)
+		must.Eq(t, claims.ReasonFenced, h.pastClaim("a1").ReleaseReason)
 		must.Less(t, time.Minute, time.Since(start), must.Sprint("fencing does not wait for the deadline"))
 		must.SliceLen(t, 2, h.ctrl.callTimes())
 		must.Eq(t, "ext-1", h.ctrl.claims[1].ExternalNodeID)
@@ -495,7 +504,7 @@ func TestWatcher_AsksTheClientOfAGoneAllocToUnpublish(t *testing.T) {
 		must.MapEmpty(t, h.volume().Claims)
 		past := h.pastClaim("a1")
 		must.NotNil(t, past)
-		must.Eq(t, ReasonServerDetach, past.ReleaseReason)
+		must.Eq(t, claims.ReasonServerDetach, past.ReleaseReason)
 		calls := det.callTimes()
 		must.SliceLen(t, 2, calls)
 		must.True(t, calls[1].Sub(calls[0]) >= 500*time.Millisecond, must.Sprint("retried without backoff"))

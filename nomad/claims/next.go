@@ -1,4 +1,4 @@
-package volumewatcher
+package claims
 
 import (
 	"fmt"
@@ -60,7 +60,7 @@ func (k ActionKind) String() string {
 	return fmt.Sprintf("action(%d)", int(k))
 }
 
-// Action is nextStep's answer for one claim.
+// Action is Next's answer for one claim.
 type Action struct {
 	Kind ActionKind
 	// Reason says why, in words an operator can act on; it names the
@@ -97,12 +97,12 @@ const (
 	ReasonServerDetach     = "node-side unpublish asked by the servers"
 )
 
-// nextStep decides what to do next for claim, a live claim of vol, given
-// its alloc and its node as they are in state (nil when gone). node's
-// DisconnectDeadline must already hold the deadline that applies to it
-// (the servers' default when the node reports none). needsController is
-// whether the volume's plugin requires a controller that the servers can
-// reach. It is pure: the same inputs give the same action.
+// Next decides what to do next for claim, a live claim of vol, given its
+// alloc and its node as they are in state (nil when gone) and what the
+// volume's plugin can do now (prof, re-read at every decision: plugins get
+// upgraded). node's DisconnectDeadline must already hold the deadline that
+// applies to it (WithDeadline). It is pure: the same inputs give the same
+// action.
 //
 // The rules (DESIGN.md §4, guarantee 2):
 //
@@ -118,14 +118,20 @@ const (
 //     the volume only with Taken), so it is freed once its alloc stops —
 //     after a ControllerUnpublish when a Claim may have run
 //     ControllerPublish for it (it recorded the external node ID first).
-//   - After NodeDetached, ControllerUnpublish runs when the plugin needs a
-//     controller, unless another claim still uses the volume on that node
-//     (the last one there detaches it). A claim without an external node
-//     ID was never controller-published and needs none.
-//   - A failed controller call waits for the claim's NextRetry.
-func nextStep(vol *structs.CSIVolume, claim *structs.CSIVolumeClaim, alloc *structs.Allocation, node *structs.Node,
-	needsController bool, now time.Time) Action {
+//   - After NodeDetached, ControllerUnpublish runs when the claim may have
+//     been controller-published and the plugin's controller still
+//     advertises PUBLISH_UNPUBLISH_VOLUME, unless another claim still uses
+//     the volume on that node (the last one there detaches it).
+//   - A failed call waits for the claim's NextRetry.
+//   - A NeedsOperator claim waits for `volume detach` (Detach).
+func Next(vol *structs.CSIVolume, claim *structs.CSIVolumeClaim, alloc *structs.Allocation, node *structs.Node,
+	prof Profile, now time.Time) Action {
+	needsController := prof.ControllerPublish
 	switch claim.Step {
+	case structs.CSIClaimNeedsOperator:
+		return Action{Kind: Wait, Reason: fmt.Sprintf(
+			"the release of alloc %s's claim on node %s stopped at step %s: %s; run 'berth volume detach %s %s'",
+			claim.AllocID, claim.NodeID, claim.BlockedStep, claim.LastError, vol.ID, claim.NodeID)}
 	case structs.CSIClaimReserved:
 		return reservedStep(claim, alloc, needsController, now)
 	case structs.CSIClaimTaken:
@@ -225,12 +231,13 @@ func downNodeStep(claim *structs.CSIVolumeClaim, alloc *structs.Allocation, node
 }
 
 // published reports whether the volume may be controller-published for
-// claim: the plugin needs a controller, and the claim has the external
-// node ID that the Claim endpoint records before every ControllerPublish.
-// A claim without one (a reservation the client never claimed, a client
-// that gave up) has nothing to controller-unpublish.
+// claim: the plugin's controller advertises PUBLISH_UNPUBLISH_VOLUME now,
+// and the claim records (ControllerPublished, with the external node ID)
+// that the Claim endpoint wrote before a ControllerPublish. A claim
+// without it (a reservation the client never claimed, a node-only plugin,
+// a controller that does not attach) has nothing to controller-unpublish.
 func published(claim *structs.CSIVolumeClaim, needsController bool) bool {
-	return needsController && claim.ExternalNodeID != ""
+	return needsController && claim.ControllerPublished && claim.ExternalNodeID != ""
 }
 
 // controllerStep is ControllerUnpublish, or RetryAfter while the last
@@ -272,9 +279,9 @@ func fmtTime(unixNano int64) string {
 	return time.Unix(0, unixNano).UTC().Format(time.RFC3339)
 }
 
-// withDeadline returns node with DisconnectDeadline set to def when the
+// WithDeadline returns node with DisconnectDeadline set to def when the
 // node reports none (a shallow copy; the stored node is never touched).
-func withDeadline(node *structs.Node, def time.Duration) *structs.Node {
+func WithDeadline(node *structs.Node, def time.Duration) *structs.Node {
 	if node == nil || node.DisconnectDeadline > 0 {
 		return node
 	}

@@ -1,4 +1,4 @@
-package volumewatcher
+package claims
 
 import (
 	"bufio"
@@ -23,7 +23,7 @@ func stepClaim(step structs.CSIClaimStep) *structs.CSIVolumeClaim {
 	return &structs.CSIVolumeClaim{
 		AllocID: stepAlloc, JobID: "web", NodeID: stepNode, ExternalNodeID: "ext-1",
 		Mode: structs.CSIVolumeClaimWrite, AccessMode: structs.CSIVolumeAccessModeSingleNodeWriter,
-		AttachmentMode: structs.CSIVolumeAttachmentModeFilesystem, Step: step,
+		AttachmentMode: structs.CSIVolumeAttachmentModeFilesystem, Step: step, ControllerPublished: true,
 	}
 }
 
@@ -40,7 +40,7 @@ func stepNodeIn(status string, downFor time.Duration) *structs.Node {
 	if status == structs.NodeStatusDown {
 		n.StatusUpdatedAt = stepNow.Add(-downFor).UnixNano()
 	}
-	return withDeadline(n, 5*time.Minute)
+	return WithDeadline(n, 5*time.Minute)
 }
 
 func stepNodeNamed(name string) *structs.Node {
@@ -85,15 +85,31 @@ func kindNamed(t *testing.T, s string) ActionKind {
 	return None
 }
 
+// stepProfiles are the table's plugin profiles, as the state store
+// computes them from instance fingerprints (TestPluginProfile in
+// nomad/state checks that half).
+var stepProfiles = []struct {
+	name   string
+	plugin *structs.CSIPlugin
+}{
+	{"node-only", &structs.CSIPlugin{ID: "p", ControllerRequired: true,
+		Nodes: map[string]*structs.CSIInfo{stepNode: {PluginID: "p", Healthy: true}}}},
+	{"ctrl-nopub", &structs.CSIPlugin{ID: "p", ControllerRequired: true,
+		Controllers: map[string]*structs.CSIInfo{"c": {PluginID: "p", Healthy: true, ControllerInfo: &structs.CSIControllerInfo{}}}}},
+	{"ctrl-pub", &structs.CSIPlugin{ID: "p", ControllerRequired: true, PublishUnpublish: true,
+		Controllers: map[string]*structs.CSIInfo{"c": {PluginID: "p", Healthy: true,
+			ControllerInfo: &structs.CSIControllerInfo{SupportsAttachDetach: true}}}}},
+}
+
 // TestNextStepTable checks testdata/next_step.txt: every claim step ×
-// node × alloc, with and without a controller.
+// node × alloc × plugin profile.
 func TestNextStepTable(t *testing.T) {
 	f, err := os.Open("testdata/next_step.txt")
 	must.NoError(t, err)
 	defer f.Close()
 
 	steps := []structs.CSIClaimStep{structs.CSIClaimReserved, structs.CSIClaimTaken,
-		structs.CSIClaimNodeDetached, structs.CSIClaimControllerDetached}
+		structs.CSIClaimNodeDetached, structs.CSIClaimControllerDetached, structs.CSIClaimNeedsOperator}
 	seen := map[string]bool{}
 	sc := bufio.NewScanner(f)
 	for line := 1; sc.Scan(); line++ {
@@ -102,16 +118,19 @@ func TestNextStepTable(t *testing.T) {
 			continue
 		}
 		fields := strings.Fields(text)
-		must.SliceLen(t, 5, fields, must.Sprintf("line %d: %q", line, text))
+		must.SliceLen(t, 3+len(stepProfiles), fields, must.Sprintf("line %d: %q", line, text))
 		step, nodeName, allocName := structs.CSIClaimStep(fields[0]), fields[1], fields[2]
 		key := strings.Join(fields[:3], " ")
 		must.False(t, seen[key], must.Sprintf("line %d: %s given twice", line, key))
 		seen[key] = true
-		for i, needs := range []bool{false, true} {
+		for i, prof := range stepProfiles {
 			want := kindNamed(t, fields[3+i])
 			claim := stepClaim(step)
-			got := nextStep(stepVolume(claim), claim, stepAllocNamed(allocName), stepNodeNamed(nodeName), needs, stepNow)
-			must.Eq(t, want, got.Kind, must.Sprintf("line %d: %s, controller=%v: %s", line, key, needs, got.Reason))
+			if step == structs.CSIClaimNeedsOperator {
+				claim.BlockedStep, claim.LastError = structs.CSIClaimNodeDetached, "rpc error: code = InvalidArgument"
+			}
+			got := Next(stepVolume(claim), claim, stepAllocNamed(allocName), stepNodeNamed(nodeName), ProfileOf(prof.plugin, true), stepNow)
+			must.Eq(t, want, got.Kind, must.Sprintf("line %d: %s, %s: %s", line, key, prof.name, got.Reason))
 			must.StrContains(t, got.Reason, stepAlloc, must.Sprintf("line %d: the reason names the alloc", line))
 		}
 	}
@@ -308,7 +327,7 @@ func TestNextStep(t *testing.T) {
 				alloc = stepAllocNamed(tc.alloc)
 			}
 			vol := stepVolume(append([]*structs.CSIVolumeClaim{claim}, tc.others...)...)
-			got := nextStep(vol, claim, alloc, tc.node, tc.needs, stepNow)
+			got := Next(vol, claim, alloc, tc.node, Profile{ControllerPublish: tc.needs}, stepNow)
 			must.Eq(t, tc.want.Kind, got.Kind, must.Sprint(got.Reason))
 			must.Eq(t, tc.want.At, got.At)
 			must.Eq(t, tc.want.Record, got.Record)
@@ -320,22 +339,22 @@ func TestNextStep(t *testing.T) {
 
 func TestNextStep_ReasonsNameTheNode(t *testing.T) {
 	claim := stepClaim(structs.CSIClaimTaken)
-	got := nextStep(stepVolume(claim), claim, stepAllocNamed("stopped"), stepNodeNamed("down"), false, stepNow)
+	got := Next(stepVolume(claim), claim, stepAllocNamed("stopped"), stepNodeNamed("down"), Profile{}, stepNow)
 	must.StrContains(t, got.Reason, stepNode)
 	must.StrContains(t, got.Reason, "2026-03-01T12:04:00Z")
 
-	got = nextStep(stepVolume(claim), claim, stepAllocNamed("gone"), stepNodeNamed("ready"), false, stepNow)
+	got = Next(stepVolume(claim), claim, stepAllocNamed("gone"), stepNodeNamed("ready"), Profile{}, stepNow)
 	must.StrContains(t, got.Reason, "client of node "+stepNode)
 }
 
 func TestWithDeadline(t *testing.T) {
 	n := &structs.Node{ID: "n"}
-	got := withDeadline(n, time.Minute)
+	got := WithDeadline(n, time.Minute)
 	must.Eq(t, time.Minute, got.DisconnectDeadline)
 	must.Eq(t, time.Duration(0), n.DisconnectDeadline, must.Sprint("the stored node is never touched"))
 	own := &structs.Node{ID: "n", DisconnectDeadline: time.Hour}
-	must.True(t, withDeadline(own, time.Minute) == own)
-	must.Nil(t, withDeadline(nil, time.Minute))
+	must.True(t, WithDeadline(own, time.Minute) == own)
+	must.Nil(t, WithDeadline(nil, time.Minute))
 }
 
 // TestNextStep_NoDeadlineNoTimedRelease: a down node without a disconnect
@@ -348,12 +367,12 @@ func TestNextStep_NoDeadlineNoTimedRelease(t *testing.T) {
 	node.DisconnectDeadline = 0
 	node.StatusUpdatedAt = stepNow.Add(-24 * time.Hour).UnixNano()
 
-	got := nextStep(stepVolume(claim), claim, stepAllocNamed("stopped"), node, false, stepNow)
+	got := Next(stepVolume(claim), claim, stepAllocNamed("stopped"), node, Profile{}, stepNow)
 	must.Eq(t, Wait, got.Kind, must.Sprintf("got %+v", got))
 	must.StrContains(t, got.Reason, "volume detach -force")
 
 	// With a controller that published it, fencing still releases it.
 	claim.ExternalNodeID = "ext-1"
-	got = nextStep(stepVolume(claim), claim, stepAllocNamed("stopped"), node, true, stepNow)
+	got = Next(stepVolume(claim), claim, stepAllocNamed("stopped"), node, Profile{ControllerPublish: true}, stepNow)
 	must.Eq(t, ControllerUnpublish, got.Kind, must.Sprintf("got %+v", got))
 }
