@@ -6,8 +6,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 
+	"github.com/berth-io/berth/helper/keylock"
 	"github.com/berth-io/berth/nomad/structs"
 )
 
@@ -22,7 +22,7 @@ type csiControllers struct {
 	// targets serialises publish and unpublish per (plugin, target node):
 	// CSI controllers are not required to handle concurrent attach and
 	// detach calls for the same node, and many cannot.
-	targets keyedMutex
+	targets keylock.Locks[string]
 }
 
 var _ ControllerPublisher = (*csiControllers)(nil)
@@ -37,9 +37,9 @@ func (s *Server) controllers() ControllerPublisher {
 }
 
 func (c *csiControllers) ControllerPublish(ctx context.Context, vol *structs.CSIVolume, claim *structs.CSIVolumeClaim) (map[string]string, error) {
-	unlock, err := c.targets.lock(ctx, vol.PluginID+"\x00"+claim.ExternalNodeID)
+	unlock, err := c.targets.Lock(ctx, vol.PluginID+"\x00"+claim.ExternalNodeID)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("waiting for another controller call on the same node: %w", err)
 	}
 	defer unlock()
 	args := &structs.ClientCSIControllerPublishRequest{
@@ -59,9 +59,9 @@ func (c *csiControllers) ControllerPublish(ctx context.Context, vol *structs.CSI
 }
 
 func (c *csiControllers) ControllerUnpublish(ctx context.Context, vol *structs.CSIVolume, claim *structs.CSIVolumeClaim) error {
-	unlock, err := c.targets.lock(ctx, vol.PluginID+"\x00"+claim.ExternalNodeID)
+	unlock, err := c.targets.Lock(ctx, vol.PluginID+"\x00"+claim.ExternalNodeID)
 	if err != nil {
-		return err
+		return fmt.Errorf("waiting for another controller call on the same node: %w", err)
 	}
 	defer unlock()
 	args := &structs.ClientCSIControllerUnpublishRequest{
@@ -197,42 +197,6 @@ func (s *Server) controllerNodes(pluginID string) ([]string, error) {
 			pluginID, plugin.ControllersHealthy, plugin.ControllersExpected, pluginID)
 	}
 	return nodes, nil
-}
-
-// keyedMutex is a mutex per key whose Lock can be abandoned through ctx.
-type keyedMutex struct {
-	// mu guards held.
-	mu   sync.Mutex
-	held map[string]chan struct{}
-}
-
-// lock takes key's mutex, or returns ctx's error; call the returned func
-// to unlock.
-func (k *keyedMutex) lock(ctx context.Context, key string) (func(), error) {
-	for {
-		k.mu.Lock()
-		if k.held == nil {
-			k.held = map[string]chan struct{}{}
-		}
-		wait, busy := k.held[key]
-		if !busy {
-			ch := make(chan struct{})
-			k.held[key] = ch
-			k.mu.Unlock()
-			return func() {
-				k.mu.Lock()
-				delete(k.held, key)
-				k.mu.Unlock()
-				close(ch)
-			}, nil
-		}
-		k.mu.Unlock()
-		select {
-		case <-wait:
-		case <-ctx.Done():
-			return nil, fmt.Errorf("waiting for another controller call on the same node: %w", ctx.Err())
-		}
-	}
 }
 
 // errNoController is the error of a volume operation that needs a

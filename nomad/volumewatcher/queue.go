@@ -1,12 +1,12 @@
 package volumewatcher
 
 import (
-	"container/heap"
 	"context"
 	"sync"
 	"time"
 
 	"github.com/berth-io/berth/helper"
+	"github.com/berth-io/berth/helper/delayqueue"
 )
 
 // volumeKey names a volume: namespace and ID.
@@ -34,14 +34,14 @@ type queue struct {
 	processing map[volumeKey]struct{}
 	dirty      map[volumeKey]struct{}
 	failures   map[volumeKey]int
-	delayed    map[volumeKey]time.Time
-	timers     delayHeap
 	shutdown   bool
 
-	// ready has a token while items may be non-empty; wake pokes
-	// runDelayed when an earlier delay appears.
+	// ready has a token while items may be non-empty.
 	ready chan struct{}
-	wake  chan struct{}
+
+	// delayed holds the keys queued for later (its own lock);
+	// runDelayed hands them to the queue as they come due.
+	delayed *delayqueue.Queue[volumeKey]
 }
 
 func newQueue(backoff helper.Backoff) *queue {
@@ -51,9 +51,8 @@ func newQueue(backoff helper.Backoff) *queue {
 		processing: map[volumeKey]struct{}{},
 		dirty:      map[volumeKey]struct{}{},
 		failures:   map[volumeKey]int{},
-		delayed:    map[volumeKey]time.Time{},
 		ready:      make(chan struct{}, 1),
-		wake:       make(chan struct{}, 1),
+		delayed:    delayqueue.New[volumeKey](nil),
 	}
 }
 
@@ -93,18 +92,12 @@ func (q *queue) AddAfter(k volumeKey, d time.Duration) {
 		q.Add(k)
 		return
 	}
-	at := time.Now().Add(d)
 	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.shutdown {
-		return
+	down := q.shutdown
+	q.mu.Unlock()
+	if !down {
+		q.delayed.SetEarlier(k, time.Now().Add(d))
 	}
-	if cur, ok := q.delayed[k]; ok && !at.Before(cur) {
-		return
-	}
-	q.delayed[k] = at
-	heap.Push(&q.timers, delayed{key: k, at: at})
-	signal(q.wake)
 }
 
 // AddRateLimited queues k after the backoff for its failures so far, and
@@ -186,63 +179,11 @@ func (q *queue) ShutDown() {
 // runDelayed moves delayed keys into the queue when their time comes,
 // until ctx ends.
 func (q *queue) runDelayed(ctx context.Context) {
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
+	_ = q.delayed.Run(ctx, func(keys []volumeKey) {
 		q.mu.Lock()
-		now := time.Now()
-		var next time.Time
-		for q.timers.Len() > 0 {
-			d := q.timers[0]
-			if cur, ok := q.delayed[d.key]; !ok || !cur.Equal(d.at) {
-				heap.Pop(&q.timers) // superseded by an earlier delay
-				continue
-			}
-			if d.at.After(now) {
-				next = d.at
-				break
-			}
-			heap.Pop(&q.timers)
-			delete(q.delayed, d.key)
-			q.addLocked(d.key)
+		defer q.mu.Unlock()
+		for _, k := range keys {
+			q.addLocked(k)
 		}
-		q.mu.Unlock()
-
-		wait := time.Hour
-		if !next.IsZero() {
-			wait = next.Sub(now)
-		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-		timer.Reset(wait)
-		select {
-		case <-ctx.Done():
-			return
-		case <-q.wake:
-		case <-timer.C:
-		}
-	}
-}
-
-type delayed struct {
-	key volumeKey
-	at  time.Time
-}
-
-// delayHeap orders delayed keys by time, earliest first.
-type delayHeap []delayed
-
-func (h delayHeap) Len() int           { return len(h) }
-func (h delayHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
-func (h delayHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *delayHeap) Push(x any)        { *h = append(*h, x.(delayed)) }
-func (h *delayHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+	})
 }

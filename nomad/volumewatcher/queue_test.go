@@ -115,38 +115,3 @@ func TestQueue_AddAfterAndBackoff(t *testing.T) {
 		must.Eq(t, time.Second, time.Since(start).Round(100*time.Millisecond))
 	})
 }
-
-func TestLocks_SerializeAVolumeAndHonourContext(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		l := newLocks()
-		a, b := volumeKey{"default", "a"}, volumeKey{"default", "b"}
-		unlockA, err := l.lock(context.Background(), a)
-		must.NoError(t, err)
-		// Another volume is not held up.
-		unlockB, err := l.lock(context.Background(), b)
-		must.NoError(t, err)
-		unlockB()
-
-		got := make(chan struct{})
-		go func() {
-			unlock, err := l.lock(context.Background(), a)
-			if err == nil {
-				unlock()
-			}
-			close(got)
-		}()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_, err = l.lock(ctx, a)
-		must.ErrorIs(t, err, context.DeadlineExceeded)
-		synctest.Wait()
-		select {
-		case <-got:
-			t.Fatal("lock taken twice")
-		default:
-		}
-		unlockA()
-		unlockA() // twice is fine
-		<-got
-	})
-}

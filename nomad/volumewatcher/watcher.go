@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-memdb"
 
 	"github.com/berth-io/berth/helper"
+	"github.com/berth-io/berth/helper/keylock"
 	"github.com/berth-io/berth/nomad/claims"
 	"github.com/berth-io/berth/nomad/state"
 	"github.com/berth-io/berth/nomad/structs"
@@ -116,7 +117,7 @@ type Watcher struct {
 	logger hclog.Logger
 	retry  helper.Backoff
 	queue  *queue
-	locks  *locks
+	locks  keylock.Locks[volumeKey]
 }
 
 // New returns a Watcher; it does nothing until Run.
@@ -149,7 +150,6 @@ func New(cfg Config) *Watcher {
 		logger: logger.Named("volumewatcher"),
 		retry:  retry,
 		queue:  newQueue(retry),
-		locks:  newLocks(),
 	}
 }
 
@@ -197,7 +197,7 @@ func (w *Watcher) EnqueueAll() error {
 // controller and write the result. It returns the unlock function (safe
 // to call twice), or ctx's error.
 func (w *Watcher) Lock(ctx context.Context, ns, id string) (func(), error) {
-	return w.locks.lock(ctx, volumeKey{ns, id})
+	return w.locks.Lock(ctx, volumeKey{ns, id})
 }
 
 // ReleaseOptions narrow a Release.
@@ -329,7 +329,7 @@ func (w *Watcher) pass(ctx context.Context, k volumeKey, opts passOptions) (time
 	if w.cfg.State == nil {
 		return 0, ErrNoState
 	}
-	unlock, err := w.locks.lock(ctx, k)
+	unlock, err := w.locks.Lock(ctx, k)
 	if err != nil {
 		return 0, err
 	}
@@ -579,7 +579,7 @@ func (w *Watcher) watch(ctx context.Context) {
 			full := !time.Now().Before(resyncAt)
 			if full {
 				resyncAt = time.Now().Add(w.cfg.ResyncInterval)
-			} else if d := minScanInterval - time.Since(lastScan); d > 0 && !sleepCtx(ctx, d) {
+			} else if d := minScanInterval - time.Since(lastScan); d > 0 && !helper.SleepCtx(ctx, d) {
 				return
 			}
 			lastScan = time.Now()
@@ -590,7 +590,7 @@ func (w *Watcher) watch(ctx context.Context) {
 		}
 		if err != nil {
 			w.logger.Warn("watching volume claims failed; retrying", "error", err)
-			if !sleepCtx(ctx, w.retry.Delay(attempt)) {
+			if !helper.SleepCtx(ctx, w.retry.Delay(attempt)) {
 				return
 			}
 			attempt++
@@ -715,16 +715,4 @@ func (w *Watcher) scan(sc *scanner, full bool) (gauges, error) {
 	}
 	sc.seen, sc.unfinishedSince = seen, unfinished
 	return g, nil
-}
-
-// sleepCtx waits d, or returns false when ctx ends first.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
