@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/shoenig/test/must"
 
+	"github.com/berth-io/berth/client/csiendpoint"
 	"github.com/berth-io/berth/client/internal/testlog"
 	"github.com/berth-io/berth/helper"
 	"github.com/berth-io/berth/nomad/structs"
@@ -40,7 +41,7 @@ func TestCSINodeDetach(t *testing.T) {
 	srv.placeAlloc(a)
 	waitStatus(t, srv.fakeServer, a.ID, structs.AllocClientStatusRunning)
 
-	ep := &csiNodeEndpoint{c: c, ctx: context.Background()}
+	ep := csiendpoint.NewNode(context.Background(), c.csiEndpointConfig())
 	req := func(allocID string) *structs.ClientCSINodeDetachRequest {
 		return &structs.ClientCSINodeDetachRequest{PluginID: "fakeplug", Namespace: "default", VolumeID: "vol1", AllocID: allocID,
 			AccessMode: structs.CSIVolumeAccessModeSingleNodeWriter, AttachmentMode: structs.CSIVolumeAttachmentModeFilesystem}

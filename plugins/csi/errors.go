@@ -8,6 +8,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/berth-io/berth/nomad/structs"
 )
 
 // Sentinel errors. Compare with errors.Is; never match error strings.
@@ -73,6 +75,30 @@ func (c Class) sentinel() error {
 		return ErrRetryable
 	}
 	return ErrFinal
+}
+
+// ServerCode is the error code a CSI failure crosses RPC with, for the
+// servers to act on (structs.WireError carries it). It is the one mapping
+// from CSI error classes to server codes:
+//
+//	nil                                   ""
+//	ErrFinal (Final, and AlreadyDone,     CodeInvalid: the request must change
+//	  which no Client method returns)      before it can succeed; do not retry
+//	ErrRetryable                          CodeRetryable
+//	the caller's ctx ended (deadline or   CodeRetryable: the operation may
+//	  cancel; no class)                    still run in the plugin
+//	any other error (a local mount or     CodeRetryable: nothing says the
+//	  directory failure around the RPCs)   request is wrong, and a claim whose
+//	                                       release gave up would stay stuck
+func ServerCode(err error) structs.ErrorCode {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrFinal):
+		return structs.CodeInvalid
+	default:
+		return structs.CodeRetryable
+	}
 }
 
 // publishRace lists the RPCs where the spec uses FAILED_PRECONDITION for a

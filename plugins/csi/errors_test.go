@@ -9,6 +9,8 @@ import (
 	"github.com/shoenig/test/must"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/berth-io/berth/nomad/structs"
 )
 
 func TestClassify(t *testing.T) {
@@ -100,6 +102,44 @@ func TestError(t *testing.T) {
 			must.ErrorIs(t, tc.err, tc.sentinel)
 			must.ErrorIs(t, tc.err, cause)
 			must.EqOp(t, codes.Unavailable, status.Code(tc.err))
+		})
+	}
+}
+
+// TestServerCode: each class of CSI failure crosses RPC with one code,
+// whoever maps it (the controller endpoint and the node detach both use
+// ServerCode).
+func TestServerCode(t *testing.T) {
+	st := func(c codes.Code) error { return status.Error(c, "plugin says no") }
+	live := context.Background()
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+
+	cases := []struct {
+		name string
+		err  error
+		want structs.ErrorCode
+	}{
+		{"nil", nil, ""},
+		// Through result, as a Client method returns them.
+		{"final class", result(live, "ControllerPublishVolume", volume("v"), st(codes.InvalidArgument)), structs.CodeInvalid},
+		{"final by default", result(live, "ControllerPublishVolume", volume("v"), st(codes.Unknown)), structs.CodeInvalid},
+		{"retryable class", result(live, "ControllerPublishVolume", volume("v"), st(codes.Unavailable)), structs.CodeRetryable},
+		{"publish race", result(live, "ControllerPublishVolume", volume("v"), st(codes.FailedPrecondition)), structs.CodeRetryable},
+		{"caller ctx ended", result(ended, "CreateVolume", volume("v"), st(codes.Unavailable)), structs.CodeRetryable},
+		{"invalid request", invalid("NodeStageVolume", volume("v"), errors.New("no staging path")), structs.CodeInvalid},
+		{"already done class", &Error{RPC: "DeleteVolume", Class: AlreadyDone, Err: st(codes.NotFound)}, structs.CodeInvalid},
+		{"closed client", &Error{RPC: "Probe", Class: Final, Err: ErrClosed}, structs.CodeInvalid},
+		// Wrapped by the code around the RPCs (csimanager).
+		{"wrapped final", fmt.Errorf("staging volume %q: %w", "v", result(live, "NodeStageVolume", volume("v"), st(codes.NotFound))), structs.CodeInvalid},
+		{"wrapped retryable", fmt.Errorf("staging volume %q: %w", "v", result(live, "NodeStageVolume", volume("v"), st(codes.Aborted))), structs.CodeRetryable},
+		{"deadline", fmt.Errorf("unpublishing: %w", context.DeadlineExceeded), structs.CodeRetryable},
+		{"canceled", fmt.Errorf("unpublishing: %w", context.Canceled), structs.CodeRetryable},
+		{"local failure", fmt.Errorf("removing publish dir: %w", errors.New("device or resource busy")), structs.CodeRetryable},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			must.Eq(t, c.want, ServerCode(c.err))
 		})
 	}
 }

@@ -378,3 +378,23 @@ func TestNotFoundIsAlreadyDone(t *testing.T) {
 		must.EqOp(t, codes.NotFound, status.Code(err))
 	})
 }
+
+// TestCapabilitiesFor: mount options go with file-system attachments only,
+// as copies, and nil requests are skipped.
+func TestCapabilitiesFor(t *testing.T) {
+	o := &structs.CSIMountOptions{FSType: "ext4", MountFlags: []string{"noatime"}}
+	got := CapabilitiesFor([]*structs.CSIVolumeCapability{
+		{AccessMode: structs.CSIVolumeAccessModeSingleNodeWriter, AttachmentMode: structs.CSIVolumeAttachmentModeFilesystem},
+		nil,
+		{AccessMode: structs.CSIVolumeAccessModeMultiNodeReader, AttachmentMode: structs.CSIVolumeAttachmentModeBlockDevice},
+	}, o)
+	must.Eq(t, []*VolumeCapability{
+		{AccessMode: structs.CSIVolumeAccessModeSingleNodeWriter, AttachmentMode: structs.CSIVolumeAttachmentModeFilesystem, MountOptions: o},
+		{AccessMode: structs.CSIVolumeAccessModeMultiNodeReader, AttachmentMode: structs.CSIVolumeAttachmentModeBlockDevice},
+	}, got)
+	got[0].MountOptions.MountFlags[0] = "changed"
+	must.Eq(t, "noatime", o.MountFlags[0]) // a copy, not the caller's
+	for _, c := range got {
+		must.NoError(t, c.Validate())
+	}
+}

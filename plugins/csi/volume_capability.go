@@ -32,6 +32,30 @@ func (v *VolumeCapability) Validate() error {
 	return p.err()
 }
 
+// CapabilityFor is the capability to request for the access and
+// attachment modes, carrying (a copy of) mount options o only for a
+// file-system attachment: a block device has no file system to mount.
+func CapabilityFor(access structs.CSIVolumeAccessMode, attach structs.CSIVolumeAttachmentMode, o *structs.CSIMountOptions) *VolumeCapability {
+	v := &VolumeCapability{AccessMode: access, AttachmentMode: attach}
+	if attach == structs.CSIVolumeAttachmentModeFilesystem {
+		v.MountOptions = o.Copy()
+	}
+	return v
+}
+
+// CapabilitiesFor translates a volume's requested capabilities, each with
+// the volume's mount options o as CapabilityFor gives them. Nil entries
+// are skipped.
+func CapabilitiesFor(caps []*structs.CSIVolumeCapability, o *structs.CSIMountOptions) []*VolumeCapability {
+	out := make([]*VolumeCapability, 0, len(caps))
+	for _, c := range caps {
+		if c != nil {
+			out = append(out, CapabilityFor(c.AccessMode, c.AttachmentMode, o))
+		}
+	}
+	return out
+}
+
 var accessModeToProto = map[structs.CSIVolumeAccessMode]csipb.VolumeCapability_AccessMode_Mode{
 	structs.CSIVolumeAccessModeSingleNodeReader:       csipb.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY,
 	structs.CSIVolumeAccessModeSingleNodeWriter:       csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER,

@@ -133,10 +133,7 @@ func (v *volumeManager) mountVolume(ctx context.Context, vol *structs.CSIVolume,
 		return nil, err
 	}
 
-	capability := &csi.VolumeCapability{AccessMode: usage.AccessMode, AttachmentMode: usage.AttachmentMode}
-	if usage.AttachmentMode == structs.CSIVolumeAttachmentModeFilesystem {
-		capability.MountOptions = vol.MountOptions.Merge(usage.MountOptions)
-	}
+	capability := csi.CapabilityFor(usage.AccessMode, usage.AttachmentMode, vol.MountOptions.Merge(usage.MountOptions))
 	pluginStaging := ""
 	if staged {
 		key := usageKey(v.pluginID, vol.Namespace, vol.ID, usage)

@@ -1,0 +1,154 @@
+package csiendpoint
+
+import (
+	"context"
+	"maps"
+
+	"github.com/berth-io/berth/nomad/structs"
+	"github.com/berth-io/berth/plugins/csi"
+)
+
+// Controller is the CSIController endpoint: controller RPCs for the
+// servers, through this node's controller plugin instances. Every method
+// is as idempotent as the CSI RPC it makes.
+type Controller struct {
+	ctx context.Context
+	cfg Config
+}
+
+// NewController returns the endpoint; its plugin calls run under ctx.
+func NewController(ctx context.Context, cfg Config) *Controller {
+	return &Controller{ctx: ctx, cfg: cfg}
+}
+
+// controller returns the plugin's controller client, or a retryable error
+// (the servers then try another node) when it does not run here.
+func (e *Controller) controller(r *structs.ClientCSIControllerRequest) (csi.Client, error) {
+	cl, err := e.cfg.Plugins.ControllerClient(r.PluginID)
+	if err != nil {
+		return nil, structs.WireError(structs.NewError(structs.CodeRetryable, "node %s: %v", e.cfg.NodeID, err))
+	}
+	return cl, nil
+}
+
+// failed codes a plugin's error for the servers (csi.ServerCode).
+func (e *Controller) failed(op string, r *structs.ClientCSIControllerRequest, err error) error {
+	return structs.WireError(structs.NewError(csi.ServerCode(err), "%s of volume %q by plugin %q on node %s: %v",
+		op, r.VolumeID, r.PluginID, e.cfg.NodeID, err))
+}
+
+func (e *Controller) callCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(e.ctx, CallTimeout)
+}
+
+// Publish runs ControllerPublishVolume.
+func (e *Controller) Publish(args *structs.ClientCSIControllerPublishRequest, reply *structs.ClientCSIControllerPublishResponse) error {
+	cl, err := e.controller(&args.ClientCSIControllerRequest)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := e.callCtx()
+	defer cancel()
+	resp, err := cl.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{
+		ExternalID:       args.ExternalID,
+		NodeID:           args.ExternalNodeID,
+		ReadOnly:         args.ReadOnly,
+		VolumeCapability: csi.CapabilityFor(args.AccessMode, args.AttachmentMode, args.MountOptions),
+		Secrets:          args.Secrets,
+		VolumeContext:    args.VolumeContext,
+	})
+	if err != nil {
+		return e.failed("ControllerPublish to node "+args.ExternalNodeID, &args.ClientCSIControllerRequest, err)
+	}
+	reply.PublishContext = maps.Clone(resp.PublishContext)
+	return nil
+}
+
+// Unpublish runs ControllerUnpublishVolume; a volume not attached there
+// is a success (the csi client maps NotFound to nil).
+func (e *Controller) Unpublish(args *structs.ClientCSIControllerUnpublishRequest, _ *structs.ClientCSIControllerResponse) error {
+	cl, err := e.controller(&args.ClientCSIControllerRequest)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := e.callCtx()
+	defer cancel()
+	err = cl.ControllerUnpublishVolume(ctx, &csi.ControllerUnpublishVolumeRequest{
+		ExternalID: args.ExternalID, NodeID: args.ExternalNodeID, Secrets: args.Secrets,
+	})
+	if err != nil {
+		return e.failed("ControllerUnpublish from node "+args.ExternalNodeID, &args.ClientCSIControllerRequest, err)
+	}
+	return nil
+}
+
+// Validate runs ValidateVolumeCapabilities.
+func (e *Controller) Validate(args *structs.ClientCSIControllerValidateRequest, _ *structs.ClientCSIControllerResponse) error {
+	cl, err := e.controller(&args.ClientCSIControllerRequest)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := e.callCtx()
+	defer cancel()
+	err = cl.ControllerValidateCapabilities(ctx, &csi.ControllerValidateVolumeRequest{
+		ExternalID:    args.ExternalID,
+		Capabilities:  csi.CapabilitiesFor(args.Capabilities, args.MountOptions),
+		VolumeContext: args.VolumeContext,
+		Parameters:    args.Parameters,
+		Secrets:       args.Secrets,
+	})
+	if err != nil {
+		return e.failed("ValidateVolumeCapabilities", &args.ClientCSIControllerRequest, err)
+	}
+	return nil
+}
+
+// Create runs CreateVolume.
+func (e *Controller) Create(args *structs.ClientCSIControllerCreateRequest, reply *structs.ClientCSIControllerCreateResponse) error {
+	cl, err := e.controller(&args.ClientCSIControllerRequest)
+	if err != nil {
+		return err
+	}
+	req := &csi.ControllerCreateVolumeRequest{
+		Name:                      args.Name,
+		Capabilities:              csi.CapabilitiesFor(args.Capabilities, args.MountOptions),
+		Parameters:                args.Parameters,
+		Secrets:                   args.Secrets,
+		AccessibilityRequirements: args.RequestedTopologies,
+	}
+	if args.CapacityMin > 0 || args.CapacityMax > 0 {
+		req.CapacityRange = &csi.CapacityRange{RequiredBytes: args.CapacityMin, LimitBytes: args.CapacityMax}
+	}
+	if args.SnapshotID != "" || args.CloneID != "" {
+		req.ContentSource = &csi.VolumeContentSource{SnapshotID: args.SnapshotID, CloneID: args.CloneID}
+	}
+	ctx, cancel := e.callCtx()
+	defer cancel()
+	vol, err := cl.ControllerCreateVolume(ctx, req)
+	if err != nil {
+		return e.failed("CreateVolume", &args.ClientCSIControllerRequest, err)
+	}
+	if vol == nil || vol.ExternalID == "" {
+		return structs.WireError(structs.NewError(structs.CodeInvalid,
+			"CreateVolume of volume %q by plugin %q returned no volume ID", args.VolumeID, args.PluginID))
+	}
+	reply.ExternalID = vol.ExternalID
+	reply.CapacityBytes = vol.CapacityBytes
+	reply.VolumeContext = maps.Clone(vol.VolumeContext)
+	reply.Topologies = vol.AccessibleTopology
+	return nil
+}
+
+// Delete runs DeleteVolume; a volume already gone is a success.
+func (e *Controller) Delete(args *structs.ClientCSIControllerDeleteRequest, _ *structs.ClientCSIControllerResponse) error {
+	cl, err := e.controller(&args.ClientCSIControllerRequest)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := e.callCtx()
+	defer cancel()
+	if err := cl.ControllerDeleteVolume(ctx, &csi.ControllerDeleteVolumeRequest{ExternalID: args.ExternalID, Secrets: args.Secrets}); err != nil {
+		return e.failed("DeleteVolume", &args.ClientCSIControllerRequest, err)
+	}
+	return nil
+}

@@ -1,0 +1,174 @@
+package csiendpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/hashicorp/go-hclog"
+	"github.com/shoenig/test/must"
+	"google.golang.org/grpc/codes"
+
+	"github.com/berth-io/berth/client/pluginmanager/csimanager"
+	"github.com/berth-io/berth/nomad/structs"
+	"github.com/berth-io/berth/plugins/csi"
+	"github.com/berth-io/berth/plugins/csi/fake"
+)
+
+// plugins is a Plugins with one controller client and one node plugin.
+type plugins struct {
+	ctrl csi.Client
+	node csimanager.VolumeManager
+}
+
+func (p *plugins) ControllerClient(id string) (csi.Client, error) {
+	if p.ctrl == nil || id != "ctrl" {
+		return nil, fmt.Errorf("CSI controller plugin %q is not running", id)
+	}
+	return p.ctrl, nil
+}
+
+func (p *plugins) NodePlugin(id string) (csimanager.VolumeManager, bool) {
+	return p.node, p.node != nil && id == "nodeplug"
+}
+
+// volumes is a VolumeManager whose UnmountVolume returns nextErr and
+// counts calls; its other methods are not used by the endpoints.
+type volumes struct {
+	csimanager.VolumeManager
+	nextErr  error
+	unmounts int
+}
+
+func (v *volumes) UnmountVolume(context.Context, csimanager.VolumeRef, string, *csimanager.UsageOptions) error {
+	v.unmounts++
+	return v.nextErr
+}
+
+// controllerPlugin starts a fake CSI plugin on a real unix socket and
+// returns it with a client that tries each RPC once.
+func controllerPlugin(t *testing.T) (*fake.Plugin, csi.Client) {
+	dir, err := os.MkdirTemp("", "csie") // short: unix socket paths are limited
+	must.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "csi.sock")
+	p := fake.Start(t, sock)
+	cl, err := csi.New(sock, hclog.NewNullLogger(), csi.WithMaxAttempts(1))
+	must.NoError(t, err)
+	t.Cleanup(func() { cl.Close() })
+	return p, cl
+}
+
+func ctrlReq() structs.ClientCSIControllerRequest {
+	return structs.ClientCSIControllerRequest{PluginID: "ctrl", VolumeID: "vol1", ExternalID: "ext-1"}
+}
+
+func TestController_PublishTranslatesTheRequest(t *testing.T) {
+	p, cl := controllerPlugin(t)
+	e := NewController(t.Context(), Config{NodeID: "node-a", Plugins: &plugins{ctrl: cl}})
+	p.SetResponse("ControllerPublishVolume", &csipb.ControllerPublishVolumeResponse{PublishContext: map[string]string{"dev": "/dev/x"}})
+
+	var reply structs.ClientCSIControllerPublishResponse
+	must.NoError(t, structs.DecodeWireError(e.Publish(&structs.ClientCSIControllerPublishRequest{
+		ClientCSIControllerRequest: ctrlReq(),
+		ExternalNodeID:             "ext-node",
+		AccessMode:                 structs.CSIVolumeAccessModeSingleNodeWriter,
+		AttachmentMode:             structs.CSIVolumeAttachmentModeFilesystem,
+		MountOptions:               &structs.CSIMountOptions{FSType: "xfs"},
+		ReadOnly:                   true,
+	}, &reply)))
+	must.Eq(t, map[string]string{"dev": "/dev/x"}, reply.PublishContext)
+	got := p.LastRequest("ControllerPublishVolume").(*csipb.ControllerPublishVolumeRequest)
+	must.Eq(t, "ext-1", got.VolumeId)
+	must.Eq(t, "ext-node", got.NodeId)
+	must.True(t, got.Readonly)
+	must.Eq(t, "xfs", got.VolumeCapability.GetMount().GetFsType())
+}
+
+// Plugin failures cross the session with csi.ServerCode's code and a
+// message naming the volume, plugin and node.
+func TestController_ErrorCodes(t *testing.T) {
+	cases := []struct {
+		name string
+		code codes.Code
+		want error
+	}{
+		{"final", codes.InvalidArgument, structs.ErrInvalid},
+		{"retryable", codes.Unavailable, structs.ErrRetryable},
+		{"publish race", codes.FailedPrecondition, structs.ErrRetryable},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p, cl := controllerPlugin(t)
+			e := NewController(t.Context(), Config{NodeID: "node-a", Plugins: &plugins{ctrl: cl}})
+			p.NextErr("ControllerPublishVolume", c.code)
+			err := structs.DecodeWireError(e.Publish(&structs.ClientCSIControllerPublishRequest{
+				ClientCSIControllerRequest: ctrlReq(), ExternalNodeID: "ext-node",
+				AccessMode: structs.CSIVolumeAccessModeSingleNodeWriter, AttachmentMode: structs.CSIVolumeAttachmentModeFilesystem,
+			}, &structs.ClientCSIControllerPublishResponse{}))
+			must.True(t, errors.Is(err, c.want), must.Sprintf("got %v", err))
+			must.StrContains(t, err.Error(), `volume "vol1" by plugin "ctrl" on node node-a`)
+		})
+	}
+}
+
+func TestController_PluginNotHereIsRetryable(t *testing.T) {
+	e := NewController(t.Context(), Config{NodeID: "node-a", Plugins: &plugins{}})
+	err := structs.DecodeWireError(e.Delete(&structs.ClientCSIControllerDeleteRequest{ClientCSIControllerRequest: ctrlReq()},
+		&structs.ClientCSIControllerResponse{}))
+	must.True(t, errors.Is(err, structs.ErrRetryable), must.Sprintf("got %v", err))
+	must.StrContains(t, err.Error(), `node node-a: CSI controller plugin "ctrl"`)
+}
+
+func TestController_CreateWithoutAnIDIsInvalid(t *testing.T) {
+	p, cl := controllerPlugin(t)
+	e := NewController(t.Context(), Config{NodeID: "node-a", Plugins: &plugins{ctrl: cl}})
+	p.SetResponse("CreateVolume", &csipb.CreateVolumeResponse{Volume: &csipb.Volume{}})
+	err := structs.DecodeWireError(e.Create(&structs.ClientCSIControllerCreateRequest{
+		ClientCSIControllerRequest: ctrlReq(), Name: "vol1",
+		Capabilities: []*structs.CSIVolumeCapability{{AccessMode: structs.CSIVolumeAccessModeSingleNodeWriter, AttachmentMode: structs.CSIVolumeAttachmentModeBlockDevice}},
+	}, &structs.ClientCSIControllerCreateResponse{}))
+	must.True(t, errors.Is(err, structs.ErrInvalid), must.Sprintf("got %v", err))
+	must.StrContains(t, err.Error(), "returned no volume ID")
+}
+
+func TestNode_Detach(t *testing.T) {
+	finalErr := &csi.Error{RPC: "NodeUnpublishVolume", Class: csi.Final, Err: errors.New("bad target path")}
+	cases := []struct {
+		name     string
+		running  bool
+		pluginID string
+		unmount  error
+		want     error // nil: success
+		unmounts int
+	}{
+		{"unpublished", false, "nodeplug", nil, nil, 1},
+		{"tasks still run", true, "nodeplug", nil, structs.ErrNotReady, 0},
+		{"plugin not here", false, "other", nil, structs.ErrRetryable, 0},
+		{"final plugin error", false, "nodeplug", fmt.Errorf("unpublishing: %w", finalErr), structs.ErrInvalid, 1},
+		{"local failure retries", false, "nodeplug", errors.New("device or resource busy"), structs.ErrRetryable, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			vm := &volumes{nextErr: c.unmount}
+			e := NewNode(t.Context(), Config{
+				NodeID: "node-a", Plugins: &plugins{node: vm}, Logger: hclog.NewNullLogger(),
+				TasksRunning: func(id string) bool { return c.running && id == "alloc-1" },
+			})
+			err := structs.DecodeWireError(e.Detach(&structs.ClientCSINodeDetachRequest{
+				PluginID: c.pluginID, VolumeID: "vol1", AllocID: "alloc-1", Namespace: "default",
+			}, &structs.ClientCSIControllerResponse{}))
+			if c.want == nil {
+				must.NoError(t, err)
+			} else {
+				must.True(t, errors.Is(err, c.want), must.Sprintf("got %v", err))
+				must.StrContains(t, err.Error(), "node node-a")
+			}
+			must.Eq(t, c.unmounts, vm.unmounts)
+		})
+	}
+}
