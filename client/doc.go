@@ -16,7 +16,7 @@
 //	                     without contact with the servers (disconnect.go)
 //	         session:    the node session the leader calls this client
 //	                     through, for CSI controller and node work
-//	                     (node_session.go)
+//	                     (node_session.go; the endpoints are client/csiendpoint)
 //	         one per alloc runner, and one per alloc being destroyed
 //
 // Shutdown stops all of that and returns promptly; tasks keep running
