@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/berth-io/berth/helper"
+	"github.com/berth-io/berth/helper/delayqueue"
 	"github.com/berth-io/berth/nomad/structs"
 )
 
@@ -40,12 +41,14 @@ type evalBroker struct {
 	busy       map[jobKey]string       // job → the eval ready or unacked for it
 	waiting    map[jobKey]*evalHeap    // job → evals waiting for it
 	unacked    map[string]*unackedEval // eval ID → eval handed to a worker
-	delayed    delayHeap               // evals not due yet
 	known      map[string]bool         // every eval ID held anywhere above
 	deliveries map[string]int          // eval ID → times handed out
 	failed     []*structs.Evaluation   // over the delivery limit, for the reaper
 	notify     chan struct{}           // closed (and replaced) when ready or failed grows
-	wake       chan struct{}           // pokes Run when the earliest delay changes
+	// delayed holds the evals not due yet, by ID; delays files their IDs
+	// under their due times (it has its own lock: take mu first).
+	delayed map[string]*structs.Evaluation
+	delays  *delayqueue.Queue[string]
 }
 
 type jobKey struct{ ns, id string }
@@ -69,7 +72,7 @@ func newEvalBroker(deliveryLimit int, nackDelay time.Duration, now func() time.T
 	if now == nil {
 		now = time.Now
 	}
-	b := &evalBroker{now: now, deliveryLimit: deliveryLimit, nackDelay: nackDelay, wake: make(chan struct{}, 1)}
+	b := &evalBroker{now: now, deliveryLimit: deliveryLimit, nackDelay: nackDelay, delays: delayqueue.New[string](now)}
 	b.flushLocked()
 	return b
 }
@@ -86,7 +89,10 @@ func (b *evalBroker) flushLocked() {
 	b.busy = map[jobKey]string{}
 	b.waiting = map[jobKey]*evalHeap{}
 	b.unacked = map[string]*unackedEval{}
-	b.delayed = nil
+	for id := range b.delayed {
+		b.delays.Remove(id)
+	}
+	b.delayed = map[string]*structs.Evaluation{}
 	b.known = map[string]bool{}
 	b.deliveries = map[string]int{}
 	b.failed = nil
@@ -141,14 +147,8 @@ func (b *evalBroker) signalLocked() {
 }
 
 func (b *evalBroker) delayLocked(e *structs.Evaluation, at int64) {
-	first := len(b.delayed) == 0 || at < b.delayed[0].at
-	heap.Push(&b.delayed, delayedEval{e, at})
-	if first {
-		select {
-		case b.wake <- struct{}{}:
-		default:
-		}
-	}
+	b.delayed[e.ID] = e
+	b.delays.Set(e.ID, time.Unix(0, at))
 }
 
 // Dequeue waits for a ready eval and hands it out with a token that Ack
@@ -268,46 +268,32 @@ func (b *evalBroker) WaitFailed(ctx context.Context) ([]*structs.Evaluation, err
 // promoteDue moves the delayed evals due at now on, and returns when the
 // next one is due (zero when none is left).
 func (b *evalBroker) promoteDue(now time.Time) time.Time {
+	ids, next := b.delays.PopDue(now)
+	b.promote(ids)
+	return next
+}
+
+// promote makes the delayed evals ids ready (or waiting for their job).
+func (b *evalBroker) promote(ids []string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for len(b.delayed) > 0 && b.delayed[0].at <= now.UnixNano() {
-		d := heap.Pop(&b.delayed).(delayedEval)
-		if b.busy[evalJob(d.eval)] == d.eval.ID {
-			b.pushReadyLocked(d.eval) // a nacked eval keeps its job
+	for _, id := range ids {
+		e := b.delayed[id]
+		if e == nil {
+			continue // flushed since it came due
+		}
+		delete(b.delayed, id)
+		if b.busy[evalJob(e)] == e.ID {
+			b.pushReadyLocked(e) // a nacked eval keeps its job
 		} else {
-			b.readyOrWaitLocked(d.eval)
+			b.readyOrWaitLocked(e)
 		}
 	}
-	if len(b.delayed) == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, b.delayed[0].at)
 }
 
 // Run makes delayed evals ready when they are due, until ctx ends.
 func (b *evalBroker) Run(ctx context.Context) {
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		next := b.promoteDue(b.now())
-		wait := time.Hour
-		if !next.IsZero() {
-			wait = max(next.Sub(b.now()), 0)
-		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-		timer.Reset(wait)
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		case <-b.wake:
-		}
-	}
+	_ = b.delays.Run(ctx, b.promote)
 }
 
 // Stats counts what the broker holds.
@@ -339,25 +325,6 @@ func (h evalHeap) Less(i, j int) bool {
 func (h evalHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
 func (h *evalHeap) Push(x any)   { *h = append(*h, x.(evalItem)) }
 func (h *evalHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
-}
-
-// delayHeap orders delayed evals by due time.
-type delayedEval struct {
-	eval *structs.Evaluation
-	at   int64
-}
-
-type delayHeap []delayedEval
-
-func (h delayHeap) Len() int           { return len(h) }
-func (h delayHeap) Less(i, j int) bool { return h[i].at < h[j].at }
-func (h delayHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *delayHeap) Push(x any)        { *h = append(*h, x.(delayedEval)) }
-func (h *delayHeap) Pop() any {
 	old := *h
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
