@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -89,4 +91,37 @@ func pluginStderr(t *testing.T, c *Cluster, p *PluginJob) string {
 	t.Helper()
 	a := c.WaitForAllocs(t, p.ID(), 1, api.AllocClientStatusRunning)[0]
 	return c.Berth(t, "alloc", "logs", "-stderr", a.ID, "plugin")
+}
+
+// TestE2E_ReadOnlyBlockDevice: the hostpath plugin publishes a block
+// volume as a loop device, and for a read-only claim binds its node
+// read-only, which alone would not stop writes to the device. A read-write
+// claim writes the device; a read-only claim reads that data and its
+// write fails in the task with EPERM (the exec driver's device filter),
+// and the volume's image still holds the first writer's data.
+func TestE2E_ReadOnlyBlockDevice(t *testing.T) {
+	h := NewHarness(t)
+	c := h.NewCluster(t, 1, 1)
+	c.RunPlugin(t, h.HostpathPlugin("node"))
+	c.RegisterVolume(t, &Volume{ID: "blk", PluginID: "hostpath",
+		Capabilities: []Capability{{SingleNodeWriter, BlockDevice}, {SingleNodeReaderOnly, BlockDevice}}})
+
+	w := &Workload{JobID: "writer", Type: "batch", Volume: "blk", AccessMode: SingleNodeWriter, AttachmentMode: BlockDevice,
+		Script: "test -b /data && printf RWOK > /data && echo wrote"}
+	c.RunJob(t, w.JobID, w.HCL(h.Root))
+	wa := c.WaitForAllocs(t, w.JobID, 1, api.AllocClientStatusComplete)[0]
+	must.Eq(t, "wrote\n", c.AllocLogs(t, wa.ID, WorkloadTask))
+	c.WaitForClaimFreed(t, "blk", wa.ID)
+
+	r := &Workload{JobID: "reader", Type: "batch", Volume: "blk", AccessMode: SingleNodeReaderOnly, AttachmentMode: BlockDevice,
+		Script: "head -c 4 /data; echo; if printf XXXX > /data; then echo WROTE; exit 1; fi; echo refused"}
+	c.RunJob(t, r.JobID, r.HCL(h.Root))
+	ra := c.WaitForAllocs(t, r.JobID, 1, api.AllocClientStatusComplete)[0]
+	must.Eq(t, "RWOK\nrefused\n", c.AllocLogs(t, ra.ID, WorkloadTask))
+	must.StrContains(t, c.Berth(t, "alloc", "logs", "-stderr", ra.ID, WorkloadTask), "Operation not permitted")
+	c.WaitForClaimFreed(t, "blk", ra.ID)
+
+	img, err := os.ReadFile(filepath.Join(h.HostpathRoot(), "volumes", "blk", "block.img"))
+	must.NoError(t, err)
+	must.Eq(t, "RWOK", string(img[:4]))
 }

@@ -34,5 +34,6 @@
 //	                           injected Unavailable faults
 //	purge_test.go           6. job stop -purge keeps the mount until the task exits
 //	capabilities_test.go    issue 13: hostpath node-only and monolith, write,
-//	                           free, read back; the RPCs from the plugin's log
+//	                           free, read back; the RPCs from the plugin's log;
+//	                           a read-only block-device claim cannot write
 package e2e

@@ -126,6 +126,7 @@ const (
 	SingleNodeWriter     = "single-node-writer"
 	SingleNodeReaderOnly = "single-node-reader-only"
 	FileSystem           = "file-system"
+	BlockDevice          = "block-device"
 )
 
 // Workload is a job of one group with one exec task that runs Script
@@ -137,9 +138,12 @@ type Workload struct {
 	Type   string
 	Volume string
 	// AccessMode is the group volume's; read-only modes mount read-only.
-	AccessMode  string
-	Script      string
-	KillTimeout time.Duration
+	AccessMode string
+	// AttachmentMode is the group volume's; FileSystem when empty. A
+	// BlockDevice volume is the device node at /data.
+	AttachmentMode string
+	Script         string
+	KillTimeout    time.Duration
 	// Env is added to the task's environment (markerEnv is always).
 	Env map[string]string
 }
@@ -157,6 +161,10 @@ func (w *Workload) HCL(root string) string {
 	kt := w.KillTimeout
 	if kt == 0 {
 		kt = 5 * time.Second
+	}
+	attachment := w.AttachmentMode
+	if attachment == "" {
+		attachment = FileSystem
 	}
 	env := map[string]string{markerEnv: root}
 	for k, v := range w.Env {
@@ -207,7 +215,7 @@ func (w *Workload) HCL(root string) string {
     }
   }
 }
-`, hclString(w.JobID), hclString(w.Type), WorkloadGroup, hclString(w.Volume), readOnly, hclString(w.AccessMode), FileSystem,
+`, hclString(w.JobID), hclString(w.Type), WorkloadGroup, hclString(w.Volume), readOnly, hclString(w.AccessMode), attachment,
 		WorkloadTask, hclString(w.Script), hclEnv(env, "      "), readOnly, kt.String())
 }
 

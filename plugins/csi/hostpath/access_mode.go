@@ -64,19 +64,16 @@ func (m AccessMode) readerOnly() bool {
 }
 
 // parseCapability checks a volume capability and returns its access mode.
-// Only the mount access type is supported: a hostpath volume is a directory,
-// there is no block device to hand out. The fs_type and mount_flags of a
-// mount capability are accepted and ignored, since a bind mount of a
-// directory has no file system of its own to format.
+// Both access types are supported: mount (the volume directory, bound) and
+// block (a loop device of an image file in it; see block.go). The fs_type
+// and mount_flags of a mount capability are accepted and ignored, since a
+// bind mount of a directory has no file system of its own to format.
 func parseCapability(c *csi.VolumeCapability) (AccessMode, error) {
 	if c == nil {
 		return 0, fmt.Errorf("volume_capability is required")
 	}
-	if c.GetBlock() != nil {
-		return 0, fmt.Errorf("block access type is not supported: hostpath volumes are directories; use the mount (file system) access type")
-	}
-	if c.GetMount() == nil {
-		return 0, fmt.Errorf("access type is required: use the mount (file system) access type")
+	if c.GetMount() == nil && c.GetBlock() == nil {
+		return 0, fmt.Errorf("access type is required: use the mount (file system) or block access type")
 	}
 	m := AccessMode(c.GetAccessMode().GetMode())
 	if m == AccessMode(csi.VolumeCapability_AccessMode_UNKNOWN) {

@@ -17,7 +17,7 @@ func TestParseCapability(t *testing.T) {
 	}{
 		{name: "mount", cap: mountCap(snw), want: modeSingleNodeWriter},
 		{name: "missing", cap: nil, wantErr: "volume_capability is required"},
-		{name: "block", cap: blockCap(), wantErr: "block access type is not supported"},
+		{name: "block", cap: blockCap(), want: modeSingleNodeWriter},
 		{name: "no access type", cap: &csi.VolumeCapability{AccessMode: &csi.VolumeCapability_AccessMode{Mode: snw}}, wantErr: "access type is required"},
 		{name: "no access mode", cap: &csi.VolumeCapability{AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}}}, wantErr: "access_mode is required"},
 		{name: "unknown access mode", cap: mountCap(99), wantErr: "unknown access mode 99"},

@@ -131,12 +131,6 @@ func TestCreateVolume(t *testing.T) {
 			wantNames: []string{`"x"`, "volume_capabilities"},
 		},
 		{
-			name:      "block",
-			req:       &csi.CreateVolumeRequest{Name: "blk", VolumeCapabilities: []*csi.VolumeCapability{blockCap()}},
-			wantCode:  codes.InvalidArgument,
-			wantNames: []string{`"blk"`, "block access type is not supported"},
-		},
-		{
 			name:      "limit below required",
 			req:       &csi.CreateVolumeRequest{Name: "r", VolumeCapabilities: []*csi.VolumeCapability{mountCap(snw)}, CapacityRange: &csi.CapacityRange{RequiredBytes: 2, LimitBytes: 1}},
 			wantCode:  codes.InvalidArgument,
@@ -360,10 +354,6 @@ func TestNodeArguments(t *testing.T) {
 			_, err := tp.node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: vol, StagingTargetPath: "rel", VolumeCapability: mountCap(snw)})
 			return err
 		}, codes.InvalidArgument, []string{vol, "absolute"}},
-		{"stage block", func() error {
-			_, err := tp.node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: vol, StagingTargetPath: stage, VolumeCapability: blockCap()})
-			return err
-		}, codes.InvalidArgument, []string{vol, "block access type is not supported"}},
 		{"stage unknown volume", func() error {
 			_, err := tp.node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: "vol-nope", StagingTargetPath: stage, VolumeCapability: mountCap(snw)})
 			return err
@@ -385,10 +375,6 @@ func TestNodeArguments(t *testing.T) {
 			_, err := tp.node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: vol, TargetPath: stage + "/t", StagingTargetPath: stage, VolumeCapability: mountCap(snw)})
 			return err
 		}, codes.FailedPrecondition, []string{vol, "not staged"}},
-		{"publish block", func() error {
-			_, err := tp.node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: vol, TargetPath: stage + "/t", StagingTargetPath: stage, VolumeCapability: blockCap()})
-			return err
-		}, codes.InvalidArgument, []string{vol, "block"}},
 		{"unpublish unknown volume", func() error {
 			_, err := tp.node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "vol-nope", TargetPath: stage + "/t"})
 			return err

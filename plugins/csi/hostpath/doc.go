@@ -16,7 +16,9 @@
 //	<root>/.lock            flock(2) held around every state read and write
 //	<root>/state.json       checkpoint of the state, written at compaction (see store.go)
 //	<root>/state.journal    changes since the checkpoint, one JSON line each
-//	<root>/volumes/<id>/    one directory per volume
+//	<root>/volumes/<id>/    one directory per volume (block.img in it for
+//	                        the block access type: published as a loop
+//	                        device, see block.go)
 //	<root>/snapshots/<id>/  one directory per snapshot (a recursive copy)
 //
 // The life of a volume on a node, as this plugin sees it:

@@ -14,7 +14,8 @@ import (
 )
 
 // NodePublishVolume bind-mounts the staging path on the target path,
-// creating the target directory if needed. Read-only when asked, when the
+// creating the target directory if needed (for the block access type, a
+// loop device of the volume's image on a target file: see block.go). Read-only when asked, when the
 // access mode is reader-only, or when the volume was controller-published
 // read-only. The volume must be staged at the given staging path first: the
 // plugin advertises STAGE_UNSTAGE_VOLUME, and a CO that skips the stage gets
@@ -52,6 +53,9 @@ func (s *nodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 				return status.Errorf(codes.AlreadyExists, "%s %q: already published at %q with %s (readonly=%t, staged at %q), not %s (readonly=%t, staged at %q)",
 					op, id, target, pub.Mode, pub.Readonly, pub.StagingPath, mode, readonly, staging)
 			}
+			if pub.Block {
+				return nil
+			}
 			return s.ensureMounted(v, staging, target, readonly)
 		}
 		if other, ok := tx.publishedAt(node, target); ok {
@@ -62,6 +66,13 @@ func (s *nodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 		}
 		if err := checkConflict(id, v.usages(), usage{Kind: usagePublish, NodeID: node, Path: target, Mode: mode, Readonly: readonly}); err != nil {
 			return status.Errorf(codes.FailedPrecondition, "%s %q: %v", op, id, err)
+		}
+		if isBlock(req.GetVolumeCapability()) {
+			created, err := s.publishBlock(op, v, target, readonly)
+			if err != nil {
+				return err
+			}
+			return s.recordPublish(tx, v, Publish{NodeID: node, TargetPath: target, StagingPath: staging, Mode: mode, Readonly: readonly, CreatedTarget: created, Block: true})
 		}
 		created, err := makeTarget(target)
 		if err != nil {
@@ -150,8 +161,15 @@ func (s *nodeServer) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpub
 			}
 			pub.CreatedTarget = true
 		}
+		// A block publish: the loop device mounted there goes with it.
+		loop, _, isLoop := loopAt(target)
 		if _, err := unmountAll(target); err != nil {
 			return err
+		}
+		if isLoop && (recorded && pub.Block) {
+			if err := detachLoop(loop); err != nil {
+				return err
+			}
 		}
 		if pub.CreatedTarget {
 			s.removeTarget(id, target)

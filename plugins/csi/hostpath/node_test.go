@@ -333,3 +333,47 @@ func TestFencingDropsNodeRecords(t *testing.T) {
 	_, err = b.node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: f.vol, StagingTargetPath: stagingB})
 	must.NoError(t, err)
 }
+
+// TestNodePublishBlock: the block access type publishes a loop device of
+// the volume's image on a target file; what is written through it is in
+// the image; unpublish unmounts it, detaches the loop device and removes
+// the target file; a second publish sees the data.
+func TestNodePublishBlock(t *testing.T) {
+	f := newNodeFixture(t, snw)
+	f.cap = blockCap()
+	must.NoError(t, f.stage())
+	must.NoError(t, f.publish("t1", false))
+	target := filepath.Join(f.paths, "t1")
+	dev, backing, ok := loopAt(target)
+	must.True(t, ok, must.Sprint("the target is not a loop device"))
+	must.Eq(t, filepath.Join(f.dir, blockImageName), backing)
+	fi, err := os.Stat(filepath.Join(f.dir, blockImageName))
+	must.NoError(t, err)
+	must.Eq(t, int64(DefaultBlockSize), fi.Size())
+
+	w, err := os.OpenFile(target, os.O_WRONLY, 0)
+	must.NoError(t, err)
+	_, err = w.WriteAt([]byte("BLKDATA"), 4096)
+	must.NoError(t, err)
+	must.NoError(t, w.Sync())
+	must.NoError(t, w.Close())
+	must.NoError(t, f.publish("t1", false), must.Sprint("idempotent"))
+
+	must.NoError(t, f.unpublish("t1"))
+	_, err = os.Stat(target)
+	must.True(t, errors.Is(err, os.ErrNotExist), must.Sprintf("target left behind: %v", err))
+	_, err = os.ReadFile("/sys/block/" + filepath.Base(dev) + "/loop/backing_file")
+	must.Error(t, err, must.Sprintf("%s is still attached", dev))
+
+	must.NoError(t, f.publish("t2", true))
+	r, err := os.Open(filepath.Join(f.paths, "t2"))
+	must.NoError(t, err)
+	buf := make([]byte, 7)
+	_, err = r.ReadAt(buf, 4096)
+	r.Close()
+	must.NoError(t, err)
+	must.Eq(t, "BLKDATA", string(buf))
+	must.NoError(t, f.unpublish("t2"))
+	must.NoError(t, f.unstage())
+	must.SliceEmpty(t, mountsUnder(t, f.paths))
+}

@@ -67,6 +67,9 @@ type Publish struct {
 	// CreatedTarget is set when the plugin created the target directory, so
 	// that NodeUnpublishVolume removes it (and only then).
 	CreatedTarget bool `json:"created_target,omitempty"`
+	// Block is set for the block access type: a loop device's node is
+	// mounted on the target file (block.go).
+	Block bool `json:"block,omitempty"`
 }
 
 // Snapshot is a recursive copy of a volume directory under <root>/snapshots.
