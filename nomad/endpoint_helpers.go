@@ -2,7 +2,14 @@ package nomad
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"time"
+
+	"github.com/hashicorp/go-bexpr"
+	"github.com/hashicorp/go-memdb"
+	metrics "github.com/hashicorp/go-metrics"
 
 	"github.com/berth-io/berth/nomad/state"
 	"github.com/berth-io/berth/nomad/structs"
@@ -113,4 +120,172 @@ func (s *Server) setQueryMeta(m *structs.QueryMeta) {
 	}
 	m.LastContact = time.Since(s.raft.LastContact())
 	m.KnownLeader = s.Leader() != ""
+}
+
+// Helpers shared by the read endpoints: pagination, filters, ID prefix
+// lookups, and RPC latency metrics.
+//
+// List queries share one shape (Nomad's): ?per_page=&next_token= pages
+// over a memdb iterator in index order, ?filter= is a go-bexpr expression
+// evaluated over each list stub, and ?reverse=true walks backwards.
+//
+// A next token is the key of the first object of the next page (so a
+// deleted object never breaks paging): its ID, or "<namespace>.<id>" for
+// namespaced tables. Keys compare component by component, which is the
+// order of memdb's compound indexes, so "a-b.x" sorts after "a.y" as the
+// index does. Namespaces never contain a dot; IDs may.
+
+// pageKey is an object's position in its index: [id] or [namespace, id].
+type pageKey []string
+
+func (k pageKey) token() string { return strings.Join(k, ".") }
+
+// parseToken splits a next token into a key of n components.
+func parseToken(token string, n int) pageKey {
+	if token == "" {
+		return nil
+	}
+	return pageKey(strings.SplitN(token, ".", n))
+}
+
+// compareKeys orders keys the way memdb orders the index they come from.
+func compareKeys(a, b pageKey) int {
+	return slices.Compare(a, b)
+}
+
+// nsKey is the key of an object in a namespace-and-ID indexed table.
+func nsKey(ns, id string) pageKey { return pageKey{ns, id} }
+
+// idKey is the key of an object in an ID indexed table.
+func idKey(id string) pageKey { return pageKey{id} }
+
+// newFilter compiles a ?filter= expression; nil when there is none. A bad
+// expression is the caller's mistake (HTTP 400) and keeps bexpr's message,
+// which says where the expression stopped parsing.
+func newFilter(expr string) (*bexpr.Evaluator, error) {
+	if expr == "" {
+		return nil, nil
+	}
+	eval, err := bexpr.CreateEvaluator(expr)
+	if err != nil {
+		return nil, structs.NewError(structs.CodeInvalid, "invalid filter %q: %v", expr, err)
+	}
+	return eval, nil
+}
+
+// page is one page of a list query.
+type page[S any] struct {
+	Items     []S
+	NextToken string
+}
+
+// paginate reads iter (objects of type T, in index order) into list stubs
+// of type S, applying q's filter, next token, page size and direction.
+// key gives each object's index position; stub makes its list view, which
+// is what the filter sees. Items is never nil, so an empty list encodes
+// as [] rather than null.
+func paginate[T, S any](iter memdb.ResultIterator, q *structs.QueryOptions, key func(T) pageKey, stub func(T) S) (page[S], error) {
+	out := page[S]{Items: []S{}}
+	filter, err := newFilter(q.Filter)
+	if err != nil {
+		return out, err
+	}
+	var objs []T
+	for raw := iter.Next(); raw != nil; raw = iter.Next() {
+		objs = append(objs, raw.(T))
+	}
+	// memdb iterators only go forwards; lists are small enough in memory
+	// (the store already holds them) that reversing a slice is cheaper
+	// than a second index.
+	if q.Reverse {
+		slices.Reverse(objs)
+	}
+	var start pageKey
+	for _, obj := range objs {
+		k := key(obj)
+		if start == nil && q.NextToken != "" {
+			start = parseToken(q.NextToken, len(k))
+		}
+		if start != nil {
+			c := compareKeys(k, start)
+			if (!q.Reverse && c < 0) || (q.Reverse && c > 0) {
+				continue
+			}
+		}
+		s := stub(obj)
+		if filter != nil {
+			ok, err := filter.Evaluate(s)
+			if err != nil {
+				return out, structs.NewError(structs.CodeInvalid, "invalid filter %q: %v", q.Filter, err)
+			}
+			if !ok {
+				continue
+			}
+		}
+		if q.PerPage > 0 && len(out.Items) == int(q.PerPage) {
+			out.NextToken = k.token()
+			break
+		}
+		out.Items = append(out.Items, s)
+	}
+	return out, nil
+}
+
+// maxAmbiguousMatches bounds the IDs listed in an ambiguous-prefix error.
+const maxAmbiguousMatches = 10
+
+// lookupByPrefix finds one object by exact ID or, failing that, by a
+// unique ID prefix, as the CLI's "ID prefix matching" needs. exact looks
+// up the ID itself; byPrefix iterates over the objects whose ID starts
+// with it. It returns nil when nothing matches, and CodeInvalid listing the
+// matches when the prefix names more than one object.
+func lookupByPrefix[T any](kind, id string, exact func() (T, error), byPrefix func() (memdb.ResultIterator, error), idOf func(T) string) (T, error) {
+	var zero T
+	obj, err := exact()
+	if err != nil || !isNil(obj) {
+		return obj, err
+	}
+	iter, err := byPrefix()
+	if err != nil {
+		return zero, err
+	}
+	var (
+		found   T
+		matches []string
+	)
+	for raw := iter.Next(); raw != nil; raw = iter.Next() {
+		o := raw.(T)
+		if len(matches) == 0 {
+			found = o
+		}
+		matches = append(matches, idOf(o))
+	}
+	switch len(matches) {
+	case 0:
+		return zero, nil
+	case 1:
+		return found, nil
+	}
+	shown := matches
+	more := ""
+	if len(shown) > maxAmbiguousMatches {
+		shown = shown[:maxAmbiguousMatches]
+		more = fmt.Sprintf(" and %d more", len(matches)-maxAmbiguousMatches)
+	}
+	return zero, structs.NewError(structs.CodeInvalid,
+		"%s ID prefix %q is ambiguous: it matches %d %ss (%s%s); give more of the ID",
+		kind, id, len(matches), kind, strings.Join(shown, ", "), more)
+}
+
+// isNil reports whether a pointer-typed T is nil.
+func isNil[T any](v T) bool {
+	var zero T
+	return any(v) == any(zero)
+}
+
+// measureRPC records one endpoint call's latency as the summary
+// berth_rpc_request{method="Job.Register"} (milliseconds). Endpoints
+// defer it first thing: measureRPC("Job.Register", time.Now()).
+func measureRPC(method string, start time.Time) {
+	metrics.MeasureSinceWithLabels([]string{"rpc", "request"}, start, []metrics.Label{{Name: "method", Value: method}})
 }

@@ -1,6 +1,8 @@
 package nomad
 
 import (
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-memdb"
@@ -88,4 +90,198 @@ func (n *NodeEndpoint) List(args *structs.GenericRequest, reply *structs.NodeLis
 		}
 		return snap.Index(state.TableNodes)
 	})
+}
+
+// Operator actions on nodes: drain, eligibility, and the node's allocs.
+
+// UpdateDrain sets or clears a node's drain. The leader stamps StartedAt
+// and turns the relative Deadline into ForceDeadline: a positive deadline
+// forces the remaining allocs off at now+Deadline, a negative one forces
+// them off at once, and zero means no deadline. Setting a drain creates an
+// evaluation for every job with a live alloc on the node, so the scheduler
+// moves them; making the node eligible again creates one for every system
+// job, so it is placed there again.
+func (n *NodeEndpoint) UpdateDrain(args *structs.NodeUpdateDrainRequest, reply *structs.NodeUpdateResponse) (err error) {
+	defer wire(&err)
+	defer measureRPC("Node.UpdateDrain", time.Now())
+	if done, err := n.srv.forward("Node.UpdateDrain", args, args, reply); done {
+		return err
+	}
+	if args.NodeID == "" {
+		return structs.NewError(structs.CodeInvalid, "node drain: missing node ID")
+	}
+	snap, err := n.srv.State().Snapshot()
+	if err != nil {
+		return err
+	}
+	node, err := snap.NodeByID(nil, args.NodeID)
+	if err != nil {
+		return err
+	}
+	if node == nil {
+		return structs.NotFound("node", args.NodeID)
+	}
+	now := time.Now()
+	args.Timestamp = now.UnixNano()
+	var evals []*structs.Evaluation
+	if args.DrainStrategy != nil {
+		args.DrainStrategy = drainStrategyAt(args.DrainStrategy, now)
+		evals, err = nodeJobEvals(snap, node.ID, structs.EvalTriggerNodeDrain, args.Timestamp)
+	} else if args.MarkEligible && node.SchedulingEligibility != structs.NodeSchedulingEligible {
+		evals, err = systemJobEvals(snap, node.ID, args.Timestamp)
+	}
+	if err != nil {
+		return err
+	}
+	args.Evals = evals
+	_, index, err := n.srv.raftApply(structs.NodeUpdateDrainRequestType, args)
+	if err != nil {
+		return fmt.Errorf("updating drain of node %q: %w", args.NodeID, err)
+	}
+	reply.EvalIDs = evalIDs(evals)
+	reply.Index = index
+	return nil
+}
+
+// drainStrategyAt is the drain d as the leader stamps it at now: started
+// now, with the relative Deadline turned into an absolute ForceDeadline
+// (now+Deadline when positive, now when negative: force at once, zero
+// when there is no deadline). d itself is not changed.
+func drainStrategyAt(d *structs.DrainStrategy, now time.Time) *structs.DrainStrategy {
+	out := *d
+	out.StartedAt = now.UnixNano()
+	switch {
+	case d.Deadline > 0:
+		out.ForceDeadline = now.Add(d.Deadline).UnixNano()
+	case d.Deadline < 0:
+		out.ForceDeadline = out.StartedAt
+	default:
+		out.ForceDeadline = 0
+	}
+	return &out
+}
+
+// UpdateEligibility marks a node eligible or ineligible for new allocs.
+// Making it eligible creates an evaluation for every system job.
+func (n *NodeEndpoint) UpdateEligibility(args *structs.NodeUpdateEligibilityRequest, reply *structs.NodeUpdateResponse) (err error) {
+	defer wire(&err)
+	defer measureRPC("Node.UpdateEligibility", time.Now())
+	if done, err := n.srv.forward("Node.UpdateEligibility", args, args, reply); done {
+		return err
+	}
+	var errs []string
+	if args.NodeID == "" {
+		errs = append(errs, "missing node ID")
+	}
+	switch args.Eligibility {
+	case structs.NodeSchedulingEligible, structs.NodeSchedulingIneligible:
+	default:
+		errs = append(errs, fmt.Sprintf("eligibility %q is not valid (want %s or %s)",
+			args.Eligibility, structs.NodeSchedulingEligible, structs.NodeSchedulingIneligible))
+	}
+	if len(errs) > 0 {
+		return structs.NewError(structs.CodeInvalid, "node %q eligibility: %s", args.NodeID, strings.Join(errs, "; "))
+	}
+	snap, err := n.srv.State().Snapshot()
+	if err != nil {
+		return err
+	}
+	node, err := snap.NodeByID(nil, args.NodeID)
+	if err != nil {
+		return err
+	}
+	if node == nil {
+		return structs.NotFound("node", args.NodeID)
+	}
+	args.Timestamp = time.Now().UnixNano()
+	args.Evals = nil
+	if args.Eligibility == structs.NodeSchedulingEligible && node.SchedulingEligibility != structs.NodeSchedulingEligible {
+		if args.Evals, err = systemJobEvals(snap, node.ID, args.Timestamp); err != nil {
+			return err
+		}
+	}
+	_, index, err := n.srv.raftApply(structs.NodeUpdateEligibilityRequestType, args)
+	if err != nil {
+		return fmt.Errorf("updating eligibility of node %q: %w", args.NodeID, err)
+	}
+	reply.EvalIDs = evalIDs(args.Evals)
+	reply.Index = index
+	return nil
+}
+
+// GetAllocs lists the allocations placed on a node, as list stubs.
+func (n *NodeEndpoint) GetAllocs(args *structs.NodeSpecificRequest, reply *structs.AllocListResponse) (err error) {
+	defer wire(&err)
+	defer measureRPC("Node.GetAllocs", time.Now())
+	if done, err := n.srv.forward("Node.GetAllocs", args, args, reply); done {
+		return err
+	}
+	if args.NodeID == "" {
+		return structs.NewError(structs.CodeInvalid, "node allocations: missing node ID")
+	}
+	return n.srv.blockingRPC(&args.QueryOptions, &reply.QueryMeta, func(ws memdb.WatchSet, snap *state.StateSnapshot) (uint64, error) {
+		allocs, err := snap.AllocsByNode(ws, args.NodeID)
+		if err != nil {
+			return 0, err
+		}
+		reply.Allocations = make([]*structs.AllocListStub, 0, len(allocs))
+		for _, a := range allocs {
+			reply.Allocations = append(reply.Allocations, a.Stub())
+		}
+		return snap.Index(state.TableAllocs)
+	})
+}
+
+// nodeJobEvals makes one pending evaluation per job with a live alloc on
+// nodeID.
+func nodeJobEvals(snap *state.StateSnapshot, nodeID, trigger string, now int64) ([]*structs.Evaluation, error) {
+	allocs, err := snap.AllocsByNode(nil, nodeID)
+	if err != nil {
+		return nil, err
+	}
+	type key struct{ ns, id string }
+	seen := map[key]bool{}
+	var evals []*structs.Evaluation
+	for _, a := range allocs {
+		k := key{a.Namespace, a.JobID}
+		if a.TerminalStatus() || seen[k] {
+			continue
+		}
+		seen[k] = true
+		job, err := snap.JobByID(nil, a.Namespace, a.JobID)
+		if err != nil {
+			return nil, err
+		}
+		if job == nil {
+			continue
+		}
+		evals = append(evals, newJobEval(job, nodeID, trigger, now))
+	}
+	return evals, nil
+}
+
+// systemJobEvals makes one pending evaluation per running system job, for
+// a node that may now take its allocs.
+func systemJobEvals(snap *state.StateSnapshot, nodeID string, now int64) ([]*structs.Evaluation, error) {
+	iter, err := snap.Jobs(nil, structs.AllNamespaces)
+	if err != nil {
+		return nil, err
+	}
+	var evals []*structs.Evaluation
+	for raw := iter.Next(); raw != nil; raw = iter.Next() {
+		job := raw.(*structs.Job)
+		if job.Type != structs.JobTypeSystem || job.Stop {
+			continue
+		}
+		evals = append(evals, newJobEval(job, nodeID, structs.EvalTriggerNodeUpdate, now))
+	}
+	return evals, nil
+}
+
+func evalIDs(evals []*structs.Evaluation) []string {
+	ids := make([]string, 0, len(evals))
+	for _, e := range evals {
+		ids = append(ids, e.ID)
+	}
+	return ids
 }

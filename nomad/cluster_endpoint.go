@@ -10,6 +10,9 @@ import (
 	"github.com/berth-io/berth/nomad/structs"
 )
 
+// The endpoints about the cluster itself: Operator (Raft membership),
+// Status (ping, leader, peers) and System (maintenance).
+
 // Operator holds cluster administration endpoints.
 type Operator struct {
 	srv *Server
@@ -106,5 +109,74 @@ func (op *Operator) RaftRemovePeer(args *structs.RaftPeerRequest, reply *structs
 		return fmt.Errorf("removing raft peer %s: %w", id, err)
 	}
 	reply.Index = rf.Index()
+	return nil
+}
+
+// Status answers questions about the cluster itself.
+type Status struct {
+	srv *Server
+}
+
+// Ping answers with this server's ID and address; peers use it to learn
+// each other before bootstrapping.
+func (st *Status) Ping(args *structs.GenericRequest, reply *structs.PingResponse) error {
+	reply.ServerID = st.srv.config.NodeID
+	reply.Addr = st.srv.rpcAdvert
+	reply.Name = st.srv.config.NodeName
+	return nil
+}
+
+// Leader returns the leader's RPC address, or "" when there is none.
+func (st *Status) Leader(args *structs.GenericRequest, reply *structs.LeaderResponse) error {
+	reply.Leader = st.srv.Leader()
+	return nil
+}
+
+// Peers returns the addresses of the Raft voters.
+func (st *Status) Peers(args *structs.GenericRequest, reply *structs.PeersResponse) (err error) {
+	defer wire(&err)
+	f := st.srv.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return err
+	}
+	reply.Peers = []string{}
+	for _, srv := range f.Configuration().Servers {
+		reply.Peers = append(reply.Peers, string(srv.Address))
+	}
+	return nil
+}
+
+// System runs cluster-wide maintenance ("System.*").
+type System struct {
+	srv *Server
+}
+
+// GarbageCollect runs the leader's garbage collection now instead of at
+// its next interval: plugin GC deletes every plugin with no instance and
+// no live claims on its volumes, whatever its threshold, and claim GC
+// queues every volume with claims in the volumewatcher. It returns once
+// the deletions are committed; claims are released by the watcher in the
+// background, never by GC itself.
+func (s *System) GarbageCollect(args *structs.GenericRequest, reply *structs.GenericResponse) (err error) {
+	defer wire(&err)
+	defer measureRPC("System.GarbageCollect", time.Now())
+	args.AllowStale = false // only the leader collects
+	if done, err := s.srv.forward("System.GarbageCollect", args, args, reply); done {
+		return err
+	}
+	sc, err := s.srv.csiTerm()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.srv.csiContext()
+	defer cancel()
+	index, err := s.srv.gcPlugins(ctx, nil, true)
+	if err != nil {
+		return fmt.Errorf("garbage collecting CSI plugins: %w", err)
+	}
+	if err := sc.volumes.EnqueueAll(); err != nil {
+		return fmt.Errorf("garbage collecting CSI claims: %w", err)
+	}
+	reply.Index = max(index, s.srv.latestIndex())
 	return nil
 }
