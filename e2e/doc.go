@@ -36,4 +36,6 @@
 //	capabilities_test.go    issue 13: hostpath node-only and monolith, write,
 //	                           free, read back; the RPCs from the plugin's log;
 //	                           a read-only block-device claim cannot write
+//	capabilities_mock_test.go  issue 13: mock-driver --disable-attach, node-only,
+//	                           Unimplemented release -> needs-operator -> detach
 package e2e
