@@ -387,6 +387,86 @@ func (v *CSIVolumeEndpoint) Unpublish(args *structs.CSIVolumeUnpublishRequest, r
 	return nil
 }
 
+// MaxProgressError bounds the error text a client's progress report
+// stores on a claim.
+const MaxProgressError = 1024
+
+// ReportProgress records a client's report on a claim it cannot move
+// forward on its node (structs.CSIVolumeClaimProgressRequest) as the
+// claim's LastError, Attempts and NextRetry, leaving its step alone, so
+// that operators see why it waits: the servers cannot see a node plugin
+// that is down. Only the claim's node may report on it, and only while the
+// node side is the client's (Reserved or Taken); a report on a claim that
+// moved on, or is gone, is dropped as stale. A repeat of what is stored
+// writes nothing.
+func (v *CSIVolumeEndpoint) ReportProgress(args *structs.CSIVolumeClaimProgressRequest, reply *structs.GenericResponse) (err error) {
+	defer wire(&err)
+	defer measureRPC("CSIVolume.ReportProgress", time.Now())
+	if done, err := v.srv.forward("CSIVolume.ReportProgress", args, args, reply); done {
+		return err
+	}
+	ns, err := claimNamespace(&args.WriteRequest, "volume claim progress")
+	if err != nil {
+		return err
+	}
+	switch {
+	case args.VolumeID == "" || args.AllocationID == "" || args.NodeID == "":
+		return structs.NewError(structs.CodeInvalid, "volume claim progress: missing volume ID, alloc ID or node ID")
+	case args.Phase != structs.CSIClaimPhasePublish && args.Phase != structs.CSIClaimPhaseUnpublish:
+		return structs.NewError(structs.CodeInvalid, "volume claim progress: unknown phase %q (want %q or %q)",
+			args.Phase, structs.CSIClaimPhasePublish, structs.CSIClaimPhaseUnpublish)
+	case args.Attempts < 0:
+		return structs.NewError(structs.CodeInvalid, "volume claim progress: negative attempts %d", args.Attempts)
+	}
+	sc, err := v.srv.csiTerm()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := v.srv.csiContext()
+	defer cancel()
+	unlock, err := sc.volumes.Lock(ctx, ns, args.VolumeID)
+	if err != nil {
+		return fmt.Errorf("recording progress of volume %q for alloc %s: waiting for the volume: %w", args.VolumeID, args.AllocationID, err)
+	}
+	defer unlock()
+	reply.Index = v.srv.latestIndex()
+	vol, err := v.srv.State().CSIVolumeByID(nil, ns, args.VolumeID)
+	if err != nil || vol == nil {
+		return err
+	}
+	claim := vol.Claims[args.AllocationID]
+	if claim == nil || (claim.Step != structs.CSIClaimReserved && claim.Step != structs.CSIClaimTaken) {
+		return nil // stale: the claim moved on
+	}
+	if claim.NodeID != args.NodeID {
+		return structs.NewError(structs.CodeInvalid,
+			"recording progress of volume %q for alloc %s: the claim is on node %s, not on node %s",
+			vol.ID, claim.AllocID, claim.NodeID, args.NodeID)
+	}
+	msg := args.Error
+	if len(msg) > MaxProgressError {
+		msg = msg[:MaxProgressError] + "…"
+	}
+	if msg != "" {
+		msg = fmt.Sprintf("node %s: %s failed: %s", args.NodeID, args.Phase, msg)
+	}
+	attempts, next := args.Attempts, args.NextRetry
+	if msg == "" {
+		attempts, next = 0, 0
+	}
+	if claim.LastError == msg && claim.Attempts == attempts && claim.NextRetry == next {
+		return nil
+	}
+	c := claim.Copy()
+	c.LastError, c.Attempts, c.NextRetry = msg, attempts, next
+	index, err := v.srv.writeClaims(&structs.CSIVolumeClaimUpdate{Namespace: ns, VolumeID: vol.ID, Claim: c})
+	if err != nil {
+		return fmt.Errorf("recording progress of volume %q for alloc %s: %w", vol.ID, claim.AllocID, err)
+	}
+	reply.Index = index
+	return nil
+}
+
 // latestIndex is the index a write that changed nothing replies with.
 func (s *Server) latestIndex() uint64 {
 	idx, _ := s.State().LatestIndex()

@@ -48,3 +48,28 @@ type CSIVolumeDetachRequest struct {
 	Force    bool
 	WriteRequest
 }
+
+// CSIVolumeClaimProgressRequest is a client's report on a claim it is
+// trying to move forward on the node: staging and publishing it before
+// the alloc's tasks start (Phase "publish"), or unpublishing it after
+// they exited (Phase "unpublish"). Error is what failed ("" once it
+// worked), Attempts how many tries so far and NextRetry (unix ns) when
+// the next one is due. The servers record it on the claim, without
+// changing its step, so `volume status -verbose` shows why a claim has
+// not moved — e.g. "node plugin hostpath not running" during an outage.
+type CSIVolumeClaimProgressRequest struct {
+	VolumeID     string
+	AllocationID string
+	NodeID       string
+	Phase        string
+	Error        string
+	Attempts     int
+	NextRetry    int64
+	WriteRequest
+}
+
+// Phases of a CSIVolumeClaimProgressRequest.
+const (
+	CSIClaimPhasePublish   = "publish"
+	CSIClaimPhaseUnpublish = "unpublish"
+)

@@ -537,8 +537,11 @@ func noted(claim *structs.CSIVolumeClaim, act claims.Action) *structs.CSIVolumeC
 		want = act.Reason
 	}
 	switch {
-	case claim.Step == structs.CSIClaimTaken:
-		if claim.LastError == want && claim.Attempts == 0 && claim.NextRetry == 0 {
+	case claim.Step == structs.CSIClaimTaken && claim.Attempts == 0:
+		// A claim with attempts carries a failure someone reported (the
+		// client's progress, a failed node detach): that stays until its
+		// reporter clears it or the claim moves on.
+		if claim.LastError == want && claim.NextRetry == 0 {
 			return nil
 		}
 		c := claim.Copy()
