@@ -82,6 +82,10 @@ func (c Class) sentinel() error {
 // from CSI error classes to server codes:
 //
 //	nil                                   ""
+//	ErrFinal with gRPC Unimplemented      CodeUnsupported: the plugin does not
+//	                                       implement the RPC; nothing to undo
+//	                                       through it (nomad/claims skips it on
+//	                                       an operator's detach)
 //	ErrFinal (Final, and AlreadyDone,     CodeInvalid: the request must change
 //	  which no Client method returns)      before it can succeed; do not retry
 //	ErrRetryable                          CodeRetryable
@@ -94,6 +98,8 @@ func ServerCode(err error) structs.ErrorCode {
 	switch {
 	case err == nil:
 		return ""
+	case errors.Is(err, ErrFinal) && grpcCode(err) == codes.Unimplemented:
+		return structs.CodeUnsupported
 	case errors.Is(err, ErrFinal):
 		return structs.CodeInvalid
 	default:
@@ -262,4 +268,14 @@ func result(ctx context.Context, rpc string, s subject, err error) error {
 		RPC: rpc, VolumeID: s.volumeID, SnapshotID: s.snapshotID,
 		Class: class, Attempts: attempts, Err: err,
 	}
+}
+
+// grpcCode is the gRPC status code in err's chain, or codes.Unknown.
+func grpcCode(err error) codes.Code {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if s, ok := status.FromError(e); ok && s.Code() != codes.Unknown {
+			return s.Code()
+		}
+	}
+	return codes.Unknown
 }

@@ -123,6 +123,8 @@ func TestServerCode(t *testing.T) {
 		{"nil", nil, ""},
 		// Through result, as a Client method returns them.
 		{"final class", result(live, "ControllerPublishVolume", volume("v"), st(codes.InvalidArgument)), structs.CodeInvalid},
+		{"unimplemented", result(live, "ControllerUnpublishVolume", volume("v"), st(codes.Unimplemented)), structs.CodeUnsupported},
+		{"wrapped unimplemented", fmt.Errorf("unstaging: %w", result(live, "NodeUnstageVolume", volume("v"), st(codes.Unimplemented))), structs.CodeUnsupported},
 		{"final by default", result(live, "ControllerPublishVolume", volume("v"), st(codes.Unknown)), structs.CodeInvalid},
 		{"retryable class", result(live, "ControllerPublishVolume", volume("v"), st(codes.Unavailable)), structs.CodeRetryable},
 		{"publish race", result(live, "ControllerPublishVolume", volume("v"), st(codes.FailedPrecondition)), structs.CodeRetryable},
