@@ -1,6 +1,9 @@
 package api
 
-import "time"
+import (
+	"net/url"
+	"time"
+)
 
 // Desired statuses of an allocation (what the servers want).
 const (
@@ -43,7 +46,7 @@ func (a *Allocations) PrefixList(prefix string) ([]*AllocationListStub, *QueryMe
 // Info reads one allocation (GET /v1/allocation/:id).
 func (a *Allocations) Info(allocID string, q *QueryOptions) (*Allocation, *QueryMeta, error) {
 	var resp Allocation
-	qm, err := a.c.query("/v1/allocation/"+allocID, &resp, q)
+	qm, err := a.c.query("/v1/allocation/"+url.PathEscape(allocID), &resp, q)
 	if err != nil {
 		return nil, nil, err
 	}

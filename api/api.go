@@ -165,7 +165,13 @@ func IsNotFound(err error) bool {
 
 func (c *Client) newRequest(ctx context.Context, method, path string, params url.Values, body any) (*http.Request, error) {
 	u := *c.baseURL
-	u.Path = path
+	// path comes escaped (IDs through url.PathEscape): keep it as sent,
+	// so an ID holding "/" or "?" stays one path element.
+	unescaped, err := url.PathUnescape(path)
+	if err != nil {
+		return nil, fmt.Errorf("request path %q: %w", path, err)
+	}
+	u.Path, u.RawPath = unescaped, path
 	u.RawQuery = params.Encode()
 	var r io.Reader
 	if body != nil {

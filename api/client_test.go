@@ -494,3 +494,22 @@ func TestAllocation_Status(t *testing.T) {
 	must.Eq(t, "batch", s.JobType)
 	must.Eq(t, uint64(2), s.JobVersion)
 }
+
+// TestClient_EscapesIDsInPaths: an ID is one path element on the wire,
+// whatever it holds, so it can never address another endpoint.
+func TestClient_EscapesIDsInPaths(t *testing.T) {
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.URL.EscapedPath())
+		io.WriteString(w, "{}")
+	}))
+	t.Cleanup(srv.Close)
+	c, err := NewClient(&Config{Address: srv.URL})
+	must.NoError(t, err)
+	_, _, _ = c.Jobs().Info("a/../b?x", nil)
+	_, _, _ = c.CSIVolumes().Info("v/1", nil)
+	_, _, _ = c.Jobs().Plan(&Job{ID: ptrTo("p/q")}, nil)
+	must.Eq(t, []string{"/v1/job/a%2F..%2Fb%3Fx", "/v1/volume/csi/v%2F1", "/v1/job/p%2Fq/plan"}, got)
+}
+
+func ptrTo[T any](v T) *T { return &v }

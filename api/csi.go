@@ -1,6 +1,7 @@
 package api
 
 import (
+	"net/url"
 	"strconv"
 	"time"
 )
@@ -147,7 +148,7 @@ func (v *CSIVolumes) PluginList(pluginID string, q *QueryOptions) ([]*CSIVolumeL
 // Info reads one volume (GET /v1/volume/csi/:id).
 func (v *CSIVolumes) Info(id string, q *QueryOptions) (*CSIVolume, *QueryMeta, error) {
 	var resp CSIVolume
-	qm, err := v.c.query("/v1/volume/csi/"+id, &resp, q)
+	qm, err := v.c.query("/v1/volume/csi/"+url.PathEscape(id), &resp, q)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -170,7 +171,7 @@ func (v *CSIVolumes) RegisterOpts(req *CSIVolumeRegisterRequest, w *WriteOptions
 		id = req.Volumes[0].ID
 	}
 	var resp CSIVolumeRegisterResponse
-	wm, err := v.c.write("PUT", "/v1/volume/csi/"+id, req, &resp, w)
+	wm, err := v.c.write("PUT", "/v1/volume/csi/"+url.PathEscape(id), req, &resp, w)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -181,14 +182,14 @@ func (v *CSIVolumes) RegisterOpts(req *CSIVolumeRegisterRequest, w *WriteOptions
 // (DELETE /v1/volume/csi/:id?force=). force drops the claims of
 // allocations that have stopped; it fails while allocations still run.
 func (v *CSIVolumes) Deregister(id string, force bool, w *WriteOptions) error {
-	_, err := v.c.write("DELETE", "/v1/volume/csi/"+id, nil, nil, withParam(w, "force", strconv.FormatBool(force)))
+	_, err := v.c.write("DELETE", "/v1/volume/csi/"+url.PathEscape(id), nil, nil, withParam(w, "force", strconv.FormatBool(force)))
 	return err
 }
 
 // Detach releases a volume's claims on a node, for a node that cannot do
 // it itself (DELETE /v1/volume/csi/:id/detach?node=).
 func (v *CSIVolumes) Detach(volID, nodeID string, w *WriteOptions) error {
-	_, err := v.c.write("DELETE", "/v1/volume/csi/"+volID+"/detach", nil, nil, withParam(w, "node", nodeID))
+	_, err := v.c.write("DELETE", "/v1/volume/csi/"+url.PathEscape(volID)+"/detach", nil, nil, withParam(w, "node", nodeID))
 	return err
 }
 
@@ -209,7 +210,7 @@ func (v *CSIVolumes) CreateOpts(req *CSIVolumeCreateRequest, w *WriteOptions) (*
 		id = req.Volumes[0].ID
 	}
 	var resp CSIVolumeCreateResponse
-	wm, err := v.c.write("PUT", "/v1/volume/csi/"+id+"/create", req, &resp, w)
+	wm, err := v.c.write("PUT", "/v1/volume/csi/"+url.PathEscape(id)+"/create", req, &resp, w)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -229,7 +230,7 @@ func (v *CSIVolumes) DeleteOpts(req *CSIVolumeDeleteRequest, w *WriteOptions) er
 	if len(req.Secrets) > 0 {
 		headers = map[string]string{CSISecretsHeader: EncodeCSISecrets(req.Secrets)}
 	}
-	_, err := v.c.writeWithHeaders("DELETE", "/v1/volume/csi/"+req.ExternalVolumeID+"/delete", headers, nil, nil, w)
+	_, err := v.c.writeWithHeaders("DELETE", "/v1/volume/csi/"+url.PathEscape(req.ExternalVolumeID)+"/delete", headers, nil, nil, w)
 	return err
 }
 
@@ -428,7 +429,7 @@ func (p *CSIPlugins) List(q *QueryOptions) ([]*CSIPluginListStub, *QueryMeta, er
 // Info reads one plugin (GET /v1/plugin/csi/:id).
 func (p *CSIPlugins) Info(id string, q *QueryOptions) (*CSIPlugin, *QueryMeta, error) {
 	var resp CSIPlugin
-	qm, err := p.c.query("/v1/plugin/csi/"+id, &resp, q)
+	qm, err := p.c.query("/v1/plugin/csi/"+url.PathEscape(id), &resp, q)
 	if err != nil {
 		return nil, nil, err
 	}

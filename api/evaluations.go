@@ -1,6 +1,9 @@
 package api
 
-import "time"
+import (
+	"net/url"
+	"time"
+)
 
 // Evaluation statuses.
 const (
@@ -35,7 +38,7 @@ func (e *Evaluations) PrefixList(prefix string) ([]*Evaluation, *QueryMeta, erro
 // Info reads one evaluation (GET /v1/evaluation/:id).
 func (e *Evaluations) Info(evalID string, q *QueryOptions) (*Evaluation, *QueryMeta, error) {
 	var resp Evaluation
-	qm, err := e.c.query("/v1/evaluation/"+evalID, &resp, q)
+	qm, err := e.c.query("/v1/evaluation/"+url.PathEscape(evalID), &resp, q)
 	if err != nil {
 		return nil, nil, err
 	}

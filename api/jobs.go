@@ -65,7 +65,7 @@ func (j *Jobs) PrefixList(prefix string) ([]*JobListStub, *QueryMeta, error) {
 // Info reads one job (GET /v1/job/:id).
 func (j *Jobs) Info(jobID string, q *QueryOptions) (*Job, *QueryMeta, error) {
 	var resp Job
-	qm, err := j.c.query("/v1/job/"+jobID, &resp, q)
+	qm, err := j.c.query("/v1/job/"+url.PathEscape(jobID), &resp, q)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -77,7 +77,7 @@ func (j *Jobs) Info(jobID string, q *QueryOptions) (*Job, *QueryMeta, error) {
 // garbage collection. It returns the ID of the evaluation created.
 func (j *Jobs) Deregister(jobID string, purge bool, w *WriteOptions) (string, *WriteMeta, error) {
 	var resp JobDeregisterResponse
-	wm, err := j.c.write("DELETE", "/v1/job/"+jobID, nil, &resp, withParam(w, "purge", strconv.FormatBool(purge)))
+	wm, err := j.c.write("DELETE", "/v1/job/"+url.PathEscape(jobID), nil, &resp, withParam(w, "purge", strconv.FormatBool(purge)))
 	if err != nil {
 		return "", nil, err
 	}
@@ -88,7 +88,7 @@ func (j *Jobs) Deregister(jobID string, purge bool, w *WriteOptions) (string, *W
 // allAllocs also returns allocations of earlier versions of the job.
 func (j *Jobs) Allocations(jobID string, allAllocs bool, q *QueryOptions) ([]*AllocationListStub, *QueryMeta, error) {
 	var resp []*AllocationListStub
-	qm, err := j.c.query("/v1/job/"+jobID+"/allocations", &resp, withQueryParams(q, "all", strconv.FormatBool(allAllocs)))
+	qm, err := j.c.query("/v1/job/"+url.PathEscape(jobID)+"/allocations", &resp, withQueryParams(q, "all", strconv.FormatBool(allAllocs)))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -98,7 +98,7 @@ func (j *Jobs) Allocations(jobID string, allAllocs bool, q *QueryOptions) ([]*Al
 // Evaluations lists a job's evaluations (GET /v1/job/:id/evaluations).
 func (j *Jobs) Evaluations(jobID string, q *QueryOptions) ([]*Evaluation, *QueryMeta, error) {
 	var resp []*Evaluation
-	qm, err := j.c.query("/v1/job/"+jobID+"/evaluations", &resp, q)
+	qm, err := j.c.query("/v1/job/"+url.PathEscape(jobID)+"/evaluations", &resp, q)
 	if err != nil {
 		return nil, nil, err
 	}

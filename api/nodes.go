@@ -1,6 +1,9 @@
 package api
 
-import "time"
+import (
+	"net/url"
+	"time"
+)
 
 // Node statuses.
 const (
@@ -40,7 +43,7 @@ func (n *Nodes) PrefixList(prefix string) ([]*NodeListStub, *QueryMeta, error) {
 // Info reads one node (GET /v1/node/:id).
 func (n *Nodes) Info(nodeID string, q *QueryOptions) (*Node, *QueryMeta, error) {
 	var resp Node
-	qm, err := n.c.query("/v1/node/"+nodeID, &resp, q)
+	qm, err := n.c.query("/v1/node/"+url.PathEscape(nodeID), &resp, q)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -53,7 +56,7 @@ func (n *Nodes) Info(nodeID string, q *QueryOptions) (*Node, *QueryMeta, error) 
 func (n *Nodes) UpdateDrain(nodeID string, spec *DrainSpec, markEligible bool, w *WriteOptions) (*NodeDrainUpdateResponse, error) {
 	req := &NodeUpdateDrainRequest{NodeID: nodeID, DrainSpec: spec, MarkEligible: markEligible}
 	var resp NodeDrainUpdateResponse
-	wm, err := n.c.write("PUT", "/v1/node/"+nodeID+"/drain", req, &resp, w)
+	wm, err := n.c.write("PUT", "/v1/node/"+url.PathEscape(nodeID)+"/drain", req, &resp, w)
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +73,7 @@ func (n *Nodes) ToggleEligibility(nodeID string, eligible bool, w *WriteOptions)
 	}
 	req := &NodeUpdateEligibilityRequest{NodeID: nodeID, Eligibility: e}
 	var resp NodeEligibilityUpdateResponse
-	wm, err := n.c.write("PUT", "/v1/node/"+nodeID+"/eligibility", req, &resp, w)
+	wm, err := n.c.write("PUT", "/v1/node/"+url.PathEscape(nodeID)+"/eligibility", req, &resp, w)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +86,7 @@ func (n *Nodes) ToggleEligibility(nodeID string, eligible bool, w *WriteOptions)
 // whole allocations, as Nomad's does.
 func (n *Nodes) Allocations(nodeID string, q *QueryOptions) ([]*Allocation, *QueryMeta, error) {
 	var resp []*Allocation
-	qm, err := n.c.query("/v1/node/"+nodeID+"/allocations", &resp, q)
+	qm, err := n.c.query("/v1/node/"+url.PathEscape(nodeID)+"/allocations", &resp, q)
 	if err != nil {
 		return nil, nil, err
 	}
