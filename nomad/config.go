@@ -57,6 +57,12 @@ type Config struct {
 	// RPCHoldTimeout is how long a request waits for a leader to appear
 	// before failing with "no cluster leader".
 	RPCHoldTimeout time.Duration
+	// RPCMaxConnsPerClient caps open RPC connections per source IP (0:
+	// no cap); RPCIdleTimeout closes an RPC connection nothing was sent
+	// on for that long. Both keep one peer from using up the server's
+	// file descriptors.
+	RPCMaxConnsPerClient int
+	RPCIdleTimeout       time.Duration
 
 	// NumSchedulers is how many scheduler workers the leader runs. Zero
 	// runs none: evals stay pending (for tests that inspect them).
@@ -130,6 +136,9 @@ func DefaultConfig() *Config {
 		RaftConfig:         rc,
 		RaftTimeout:        10 * time.Second,
 		RPCHoldTimeout:     5 * time.Second,
+		// Over the longest blocking query (5m plus 1/16 jitter).
+		RPCIdleTimeout:       10 * time.Minute,
+		RPCMaxConnsPerClient: 100,
 
 		NumSchedulers:           2,
 		HeartbeatTTL:            10 * time.Second,

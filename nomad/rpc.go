@@ -13,6 +13,8 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/berth-io/berth/helper"
+	"github.com/berth-io/berth/nomad/connlimit"
 	"github.com/berth-io/berth/nomad/msgpack"
 	"github.com/berth-io/berth/nomad/structs"
 )
@@ -25,23 +27,30 @@ const (
 	// rpcByteNodeSession (0x03, node_session.go): a client's node session.
 )
 
-// listen accepts connections and hands each to its protocol.
+// listen accepts connections and hands each to its protocol. A source
+// over its connection cap is closed at once; accept errors back off
+// (connlimit.Accept).
 func (s *Server) listen(ctx context.Context) {
 	defer s.wg.Done()
-	for {
-		conn, err := s.rpcListener.Accept()
+	refused := helper.NewLogLimiter(5 * time.Second)
+	err := connlimit.Accept(ctx, s.rpcListener, s.logger, func(conn net.Conn) {
+		release, err := s.connLimit.Acquire(conn.RemoteAddr())
 		if err != nil {
-			if ctx.Err() != nil {
-				return
+			if ok, held := refused.Allow(); ok {
+				s.logger.Warn("refusing rpc connection", "error", err, "suppressed", held)
 			}
-			s.logger.Error("accepting rpc connection", "error", err)
-			continue
+			conn.Close()
+			return
 		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
+			defer release()
 			s.handleConn(ctx, conn)
 		}()
+	})
+	if err != nil {
+		s.logger.Error("rpc listener stopped", "error", err)
 	}
 }
 
@@ -71,6 +80,11 @@ func (s *Server) handleConn(ctx context.Context, conn net.Conn) {
 func (s *Server) serveRPC(conn net.Conn) {
 	s.trackConn(conn, true)
 	defer s.trackConn(conn, false)
+	// An RPC connection idle past the longest blocking query is closed;
+	// pooled clients redial (ConnPool.RPC).
+	if s.config.RPCIdleTimeout > 0 {
+		conn = &connlimit.IdleConn{Conn: conn, Timeout: s.config.RPCIdleTimeout}
+	}
 	// ServeCodec runs each request in its own goroutine, so a blocking
 	// query never holds up a heartbeat sent on the same connection. It
 	// returns when the connection closes (Shutdown closes tracked conns).
@@ -198,6 +212,16 @@ func (p *ConnPool) drop(addr string, c *rpc.Client) {
 // RPC calls method on the server at addr. Coded errors come back as
 // *structs.Error; transport errors drop the connection.
 func (p *ConnPool) RPC(ctx context.Context, addr, method string, args, reply any) error {
+	err := p.call(ctx, addr, method, args, reply)
+	if errors.Is(err, rpc.ErrShutdown) {
+		// The pooled connection had closed (a server restart, or the
+		// server's idle deadline) before the call was sent: redial once.
+		err = p.call(ctx, addr, method, args, reply)
+	}
+	return err
+}
+
+func (p *ConnPool) call(ctx context.Context, addr, method string, args, reply any) error {
 	c, err := p.get(addr)
 	if err != nil {
 		return err
@@ -217,6 +241,9 @@ func (p *ConnPool) RPC(ctx context.Context, addr, method string, args, reply any
 			return structs.DecodeWireError(call.Error)
 		}
 		p.drop(addr, c)
+		if errors.Is(call.Error, rpc.ErrShutdown) {
+			return call.Error
+		}
 		return fmt.Errorf("rpc %s to %s: %w", method, addr, call.Error)
 	}
 	return nil

@@ -27,6 +27,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/berth-io/berth/helper"
+	"github.com/berth-io/berth/nomad/connlimit"
 	"github.com/berth-io/berth/nomad/state"
 )
 
@@ -46,6 +47,9 @@ type Server struct {
 	rpcServer   *rpc.Server
 	rpcAdvert   string
 	pool        *ConnPool
+
+	// connLimit caps open connections per source IP.
+	connLimit *connlimit.Limiter
 
 	// connsLock guards conns, the open inbound RPC connections.
 	connsLock sync.Mutex
@@ -94,6 +98,7 @@ func NewServer(config *Config) (*Server, error) {
 		rpcServer: rpc.NewServer(),
 		pool:      NewConnPool(5 * time.Second),
 		conns:     map[net.Conn]struct{}{},
+		connLimit: connlimit.NewLimiter(config.RPCMaxConnsPerClient),
 		ctx:       ctx,
 		cancel:    cancel,
 	}

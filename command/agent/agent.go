@@ -84,6 +84,7 @@ func (a *Agent) setupServer(logOutput io.Writer) error {
 	sc.LogOutput = logOutput
 	sc.BootstrapExpect = cfg.Server.BootstrapExpect
 	sc.ServerJoin = cfg.Server.ServerJoin
+	sc.RPCMaxConnsPerClient = cfg.rpcMaxConnsPerClient()
 	ip := net.ParseIP(cfg.BindAddr)
 	sc.RPCAddr = &net.TCPAddr{IP: ip, Port: cfg.Ports.RPCPort()}
 	if cfg.Advertise.RPC != "" {

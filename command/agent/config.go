@@ -31,6 +31,7 @@ type Config struct {
 	Server    *ServerConfig    `hcl:"server,block"`
 	Client    *ClientConfig    `hcl:"client,block"`
 	Plugins   []*PluginConfig  `hcl:"plugin,block"`
+	Limits    *LimitsConfig    `hcl:"limits,block"`
 
 	// DevMode is set by -dev, never by a file.
 	DevMode bool
@@ -327,6 +328,7 @@ func (c *Config) Merge(o *Config) *Config {
 		out.Client = &cl
 	}
 	out.Plugins = append(append([]*PluginConfig(nil), c.Plugins...), o.Plugins...)
+	out.Limits = mergeLimits(c.Limits, o.Limits)
 	return &out
 }
 
@@ -362,6 +364,7 @@ func (c *Config) Validate() error {
 	if c.ServerEnabled() && c.Server.BootstrapExpect < 0 {
 		errs = append(errs, fmt.Errorf("server.bootstrap_expect = %d must not be negative", c.Server.BootstrapExpect))
 	}
+	errs = append(errs, c.Limits.validate()...)
 	switch strings.ToUpper(c.LogLevel) {
 	case "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "OFF":
 	default:

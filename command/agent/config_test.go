@@ -152,3 +152,19 @@ func TestAgent_ClientPromisesDisconnectDeadline(t *testing.T) {
 	a := newDevAgent(t)
 	must.Eq(t, DefaultDisconnectDeadline, a.client.Node().DisconnectDeadline)
 }
+
+func TestParseConfig_Limits(t *testing.T) {
+	c, err := ParseConfig("agent.hcl", []byte("limits {\n  http_max_body_bytes = 1024\n  rpc_max_conns_per_client = 0\n}\n"))
+	must.NoError(t, err)
+	merged := DevConfig().Merge(c)
+	must.Eq(t, int64(1024), merged.httpMaxBody())
+	must.Eq(t, 0, merged.rpcMaxConnsPerClient())
+	must.Eq(t, int64(DefaultHTTPMaxBodyBytes), DevConfig().httpMaxBody())
+	must.Eq(t, DefaultRPCMaxConnsPerClient, DevConfig().rpcMaxConnsPerClient())
+
+	c, err = ParseConfig("agent.hcl", []byte("limits {\n  http_max_body_bytes = -1\n  rpc_max_conns_per_client = -2\n}\n"))
+	must.NoError(t, err)
+	err = DevConfig().Merge(c).Validate()
+	must.ErrorContains(t, err, "limits.http_max_body_bytes = -1 must be positive")
+	must.ErrorContains(t, err, "limits.rpc_max_conns_per_client = -2 must not be negative")
+}

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -197,6 +198,10 @@ func (s *HTTPServer) csiVolumesWrite(w http.ResponseWriter, r *http.Request, id,
 	}
 	if len(body.Volumes) == 0 {
 		return nil, CodedError(http.StatusBadRequest, `request body has no volumes: want {"Volumes": [{...}]}`)
+	}
+	if len(body.Volumes) > structs.MaxItemsPerRequest {
+		return nil, CodedError(http.StatusBadRequest, fmt.Sprintf("request body has %d volumes, over the limit of %d per request; send them in batches",
+			len(body.Volumes), structs.MaxItemsPerRequest))
 	}
 	if len(body.Volumes) == 1 && body.Volumes[0] != nil && body.Volumes[0].ID == "" {
 		body.Volumes[0].ID = id

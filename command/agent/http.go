@@ -27,6 +27,9 @@ type HTTPServer struct {
 	srv    *http.Server
 	mux    *http.ServeMux
 	done   chan struct{}
+	// maxBody and bodyTimeout bound reading a request body (limits.go).
+	maxBody     int64
+	bodyTimeout time.Duration
 }
 
 // NewHTTPServer listens on addr and serves until Shutdown.
@@ -35,9 +38,15 @@ func NewHTTPServer(a *Agent, addr string, logger hclog.Logger) (*HTTPServer, err
 	if err != nil {
 		return nil, fmt.Errorf("http: listening on %s: %w", addr, err)
 	}
-	s := &HTTPServer{agent: a, logger: logger.Named("http"), ln: ln, mux: http.NewServeMux(), done: make(chan struct{})}
+	s := &HTTPServer{agent: a, logger: logger.Named("http"), ln: ln, mux: http.NewServeMux(), done: make(chan struct{}),
+		maxBody: DefaultHTTPMaxBodyBytes, bodyTimeout: httpBodyReadTimeout}
+	if a != nil && a.config != nil {
+		s.maxBody = a.config.httpMaxBody()
+	}
 	s.registerHandlers()
-	s.srv = &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second}
+	// No ReadTimeout: limits.go says why; readBody bounds bodies instead.
+	s.srv = &http.Server{Handler: s.mux, ReadHeaderTimeout: httpReadHeaderTimeout,
+		WriteTimeout: httpWriteTimeout, IdleTimeout: httpIdleTimeout}
 	go func() {
 		defer close(s.done)
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -109,9 +118,14 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) (any, error)
 func (s *HTTPServer) wrap(h handlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		obj, err := h(w, r)
+		err := readBody(w, r, s.maxBody, s.bodyTimeout)
+		var obj any
+		if err == nil {
+			obj, err = h(w, r)
+		}
 		if err != nil {
 			code, msg := errorStatus(err)
+			msg = truncateError(msg)
 			if code >= 500 {
 				s.logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "error", err)
 			}

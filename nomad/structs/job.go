@@ -99,6 +99,12 @@ func (j *Job) Validate() error {
 	if len(j.TaskGroups) == 0 {
 		errs = append(errs, errors.New("missing task groups"))
 	}
+	if len(j.TaskGroups) > MaxTaskGroups {
+		errs = append(errs, fmt.Errorf("%d task groups is over the limit of %d per job; split the job", len(j.TaskGroups), MaxTaskGroups))
+	}
+	if n := mapBytes(j.Meta); n > MaxMapBytes {
+		errs = append(errs, fmt.Errorf("meta is %d bytes, over the limit of %d", n, MaxMapBytes))
+	}
 	seen := map[string]bool{}
 	for _, tg := range j.TaskGroups {
 		if seen[tg.Name] {
@@ -197,8 +203,17 @@ func (tg *TaskGroup) Validate(j *Job) error {
 	if tg.Count < 0 {
 		errs = append(errs, fmt.Errorf("count %d is negative", tg.Count))
 	}
+	if tg.Count > MaxGroupCount {
+		errs = append(errs, fmt.Errorf("count %d is over the limit of %d per group", tg.Count, MaxGroupCount))
+	}
 	if len(tg.Tasks) == 0 {
 		errs = append(errs, errors.New("missing tasks"))
+	}
+	if len(tg.Tasks) > MaxTasksPerGroup {
+		errs = append(errs, fmt.Errorf("%d tasks is over the limit of %d per group", len(tg.Tasks), MaxTasksPerGroup))
+	}
+	if n := mapBytes(tg.Meta); n > MaxMapBytes {
+		errs = append(errs, fmt.Errorf("meta is %d bytes, over the limit of %d", n, MaxMapBytes))
 	}
 	seen := map[string]bool{}
 	for _, t := range tg.Tasks {

@@ -1,0 +1,149 @@
+package agent
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shoenig/test/must"
+
+	"github.com/berth-io/berth/api"
+	"github.com/berth-io/berth/nomad/structs"
+)
+
+func put(t *testing.T, a *Agent, path string, body io.Reader) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPut, "http://"+a.HTTPAddr()+path, body)
+	must.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	must.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	must.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+func jobBody(t *testing.T, job *api.Job) []byte {
+	t.Helper()
+	b, err := json.Marshal(api.JobRegisterRequest{Job: job})
+	must.NoError(t, err)
+	return b
+}
+
+func TestHTTPLimits_Body(t *testing.T) {
+	a := newDevAgent(t)
+	a.http.maxBody = 1 << 20
+
+	// Over the limit, with and without a Content-Length.
+	big := append([]byte(`{"Job":{"ID":"`), bytes.Repeat([]byte("x"), 2<<20)...)
+	code, msg := put(t, a, "/v1/jobs", bytes.NewReader(big))
+	must.Eq(t, http.StatusRequestEntityTooLarge, code)
+	must.StrContains(t, msg, "larger than the limit of 1048576 bytes")
+	must.StrContains(t, msg, "limits.http_max_body_bytes")
+	code, msg = put(t, a, "/v1/jobs", io.MultiReader(bytes.NewReader(big))) // chunked
+	must.Eq(t, http.StatusRequestEntityTooLarge, code)
+	must.StrContains(t, msg, "1048576")
+
+	// Under it, the request goes through.
+	code, msg = put(t, a, "/v1/jobs", bytes.NewReader(jobBody(t, sparseJob("small"))))
+	must.Eq(t, http.StatusOK, code, must.Sprint(msg))
+}
+
+func TestHTTPLimits_JSONDepth(t *testing.T) {
+	a := newDevAgent(t)
+	job := sparseJob("deep")
+	deep := strings.Repeat(`{"a":`, 9000) + "1" + strings.Repeat("}", 9000)
+	body := bytes.Replace(jobBody(t, job), []byte(`"command":"/bin/sleep"`), []byte(`"command":"/bin/sleep","deep":`+deep), 1)
+	code, msg := put(t, a, "/v1/jobs", bytes.NewReader(body))
+	must.Eq(t, http.StatusBadRequest, code)
+	must.StrContains(t, msg, "nests deeper than 64 levels")
+
+	// Brackets inside strings do not count.
+	job.Meta = map[string]string{"brackets": strings.Repeat("[{", 1000)}
+	code, msg = put(t, a, "/v1/jobs", bytes.NewReader(jobBody(t, job)))
+	must.Eq(t, http.StatusOK, code, must.Sprint(msg))
+}
+
+func TestJSONDepth(t *testing.T) {
+	cases := []struct {
+		in   string
+		want int
+	}{
+		{`1`, 0},
+		{`{}`, 1},
+		{`{"a":[{"b":[]}]}`, 4},
+		{`{"a":"}}}{{{{"}`, 1},
+		{`{"a":"\"{{{"}`, 1},
+		{`[[[`, 3},
+	}
+	for _, tc := range cases {
+		must.Eq(t, tc.want, jsonDepth([]byte(tc.in)), must.Sprint(tc.in))
+	}
+}
+
+// TestHTTPLimits_TrickledBody: a client sending its body a byte at a
+// time is cut off at the body deadline with a 408.
+func TestHTTPLimits_TrickledBody(t *testing.T) {
+	a := newDevAgent(t)
+	a.http.bodyTimeout = 200 * time.Millisecond
+	conn, err := net.Dial("tcp", a.HTTPAddr())
+	must.NoError(t, err)
+	defer conn.Close()
+	fmt.Fprintf(conn, "PUT /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{")
+	// Send no more; the server answers without waiting for the rest.
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	resp, err := http.ReadResponse(bufioReader(conn), nil)
+	must.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	must.Eq(t, http.StatusRequestTimeout, resp.StatusCode)
+	must.StrContains(t, string(b), "send it at once")
+}
+
+func TestHTTPLimits_CountAndGroups(t *testing.T) {
+	a := newDevAgent(t)
+	job := sparseJob("huge")
+	job.TaskGroups[0].Count = ptr(1 << 31)
+	code, msg := put(t, a, "/v1/jobs", bytes.NewReader(jobBody(t, job)))
+	must.Eq(t, http.StatusBadRequest, code)
+	must.StrContains(t, msg, fmt.Sprintf("count 2147483648 is over the limit of %d per group", structs.MaxGroupCount))
+
+	job = sparseJob("wide")
+	for i := range structs.MaxTaskGroups {
+		tg := *sparseJob("x").TaskGroups[0]
+		tg.Name = ptr(fmt.Sprintf("g%d", i))
+		job.TaskGroups = append(job.TaskGroups, &tg)
+	}
+	code, msg = put(t, a, "/v1/jobs", bytes.NewReader(jobBody(t, job)))
+	must.Eq(t, http.StatusBadRequest, code)
+	must.StrContains(t, msg, fmt.Sprintf("101 task groups is over the limit of %d", structs.MaxTaskGroups))
+}
+
+func TestHTTPLimits_VolumesPerRequest(t *testing.T) {
+	a := newDevAgent(t)
+	var req api.CSIVolumeRegisterRequest
+	for i := range structs.MaxItemsPerRequest + 1 {
+		req.Volumes = append(req.Volumes, &api.CSIVolume{ID: fmt.Sprintf("v%d", i), PluginID: "p"})
+	}
+	b, err := json.Marshal(req)
+	must.NoError(t, err)
+	code, msg := put(t, a, "/v1/volume/csi/v0", bytes.NewReader(b))
+	must.Eq(t, http.StatusBadRequest, code)
+	must.StrContains(t, msg, "1001 volumes, over the limit of 1000")
+}
+
+func TestHTTPLimits_ErrorSize(t *testing.T) {
+	a := newDevAgent(t)
+	code, msg := put(t, a, "/v1/no-such-"+strings.Repeat("x", 100_000), nil)
+	must.Eq(t, http.StatusNotFound, code)
+	must.Less(t, maxErrorBytes+100, len(msg))
+	must.StrContains(t, msg, "bytes of error truncated")
+}
+
+func bufioReader(c net.Conn) *bufio.Reader { return bufio.NewReader(c) }

@@ -1,0 +1,57 @@
+package nomad_test
+
+import (
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/shoenig/test/must"
+
+	"github.com/berth-io/berth/nomad"
+	"github.com/berth-io/berth/nomad/structs"
+	"github.com/berth-io/berth/testutil/cluster"
+)
+
+// TestRPC_ConnectionCapPerSource: a source over its cap has its new
+// connections closed at once, while the ones it holds and the server's
+// in-process RPC keep working; closing one frees a slot.
+func TestRPC_ConnectionCapPerSource(t *testing.T) {
+	s := cluster.NewServer(t, func(c *nomad.Config) { c.RPCMaxConnsPerClient = 3 })
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", s.Addr)
+		must.NoError(t, err)
+		t.Cleanup(func() { c.Close() })
+		_, err = c.Write([]byte{0x01})
+		must.NoError(t, err)
+		return c
+	}
+	// closed reports whether the server closed c (EOF) rather than
+	// keeping it open (the read deadline passes).
+	closed := func(c net.Conn) bool {
+		c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+		_, err := c.Read(make([]byte, 1))
+		return err == io.EOF
+	}
+	held := []net.Conn{dial(), dial(), dial()}
+	over := dial()
+	must.True(t, closed(over), must.Sprint("a fourth connection from one source was kept"))
+	for _, c := range held {
+		must.False(t, closed(c))
+	}
+	var reply structs.PingResponse
+	must.NoError(t, s.RPC("Status.Ping", &structs.GenericRequest{}, &reply))
+
+	held[0].Close()
+	// The slot frees once the server sees the close; a new connection
+	// is eventually kept.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if !closed(dial()) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the slot of a closed connection was never freed")
+		}
+	}
+}
