@@ -117,11 +117,15 @@ func (h *csiHook) releaseLoop(name string, rel *csiRelease) {
 		if from == "" {
 			from = st.Step
 		}
-		err := h.release(h.ctx, name, st, func(why string) { pending(st, why) })
-		if err == nil {
-			h.setRelease(rel, true, nil)
+		err := h.release(h.ctx, name, st, func(why string) { pending(st, why) }, func() {
+			// Before the volume is forgotten: once it is, Postrun may
+			// report the alloc's tasks exited, and the event must be
+			// there by then.
 			h.logger.Info("volume released", "volume", name, "volume_id", st.Source)
 			h.emit(name, st.Source, st.PluginID, csiStepReleased, releasedText(st.Source, from))
+		})
+		if err == nil {
+			h.setRelease(rel, true, nil)
 			return
 		}
 		h.setRelease(rel, false, err)
@@ -159,8 +163,9 @@ func (h *csiHook) setRelease(rel *csiRelease, ok bool, err error) {
 
 // release does what is left of one volume's release, persisting each step.
 // It calls pending with the reason before it waits for a node plugin that
-// is not running.
-func (h *csiHook) release(ctx context.Context, name string, st *csiVolumeState, pending func(why string)) error {
+// is not running, and released once the servers accepted the unpublish,
+// before it forgets the volume.
+func (h *csiHook) release(ctx context.Context, name string, st *csiVolumeState, pending func(why string), released func()) error {
 	if st.needsUnmount() {
 		vm, err := h.pluginForRelease(ctx, st.PluginID, pending)
 		if err != nil {
@@ -184,6 +189,7 @@ func (h *csiHook) release(ctx context.Context, name string, st *csiVolumeState, 
 	if err := h.cfg.RPC(ctx, "CSIVolume.Unpublish", req, &resp); err != nil && !errors.Is(err, structs.ErrNotFound) {
 		return fmt.Errorf("telling the servers volume %q is unpublished: %w", st.Source, err)
 	}
+	released()
 	return h.saveVolume(name, nil)
 }
 

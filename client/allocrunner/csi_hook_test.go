@@ -594,6 +594,13 @@ func TestCSIHook_SharedStagingSurvivesRestart(t *testing.T) {
 
 	c2 := h.client()
 	ra, rb := c2.run(a, true), c2.run(b, true)
+	// Restored tasks run at once; wait for the csi hook to have re-used
+	// the mounts too, before the test unmounts them.
+	for _, r := range []*Runner{ra, rb} {
+		testutil.WaitForResult(t, func() (bool, error) {
+			return findEvent(taskState(t, r, "web"), EventCSIVolume, "Re-using") != nil, fmt.Errorf("events: %s", describeEvents(r.Alloc()))
+		})
+	}
 	waitRunning(t, ra)
 	waitRunning(t, rb)
 	h.mounts.set(h.publishPath(a, "shared", "rw-file-system-multi-node-multi-writer"), false)
@@ -602,7 +609,7 @@ func TestCSIHook_SharedStagingSurvivesRestart(t *testing.T) {
 	must.Eq(t, 1, h.plugin.Calls("NodeUnpublishVolume"))
 	must.Eq(t, 0, h.plugin.Calls("NodeUnstageVolume"), must.Sprint("b still uses the staging"))
 	must.Eq(t, 1, h.server.unpublished(a.ID))
-	must.NotNil(t, findEvent(taskState(t, ra, "web"), EventCSIVolume, "unmounted and released"))
+	must.NotNil(t, findEvent(taskState(t, ra, "web"), EventCSIVolume, "unmounted and released"), must.Sprintf("events: %s", describeEvents(ra.Alloc())))
 
 	h.mounts.set(h.publishPath(b, "shared", "rw-file-system-multi-node-multi-writer"), false)
 	stop(rb, b)
