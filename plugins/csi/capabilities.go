@@ -54,78 +54,35 @@ func pluginCapabilitiesFromProto(caps []*csipb.PluginCapability) *PluginCapabili
 	return s
 }
 
-// ControllerCapabilitySet is what ControllerGetCapabilities said.
-type ControllerCapabilitySet struct {
-	CreateDeleteVolume        bool
-	PublishUnpublishVolume    bool
-	ListVolumes               bool
-	GetCapacity               bool
-	CreateDeleteSnapshot      bool
-	ListSnapshots             bool
-	CloneVolume               bool
-	PublishReadonly           bool
-	ExpandVolume              bool
-	ListVolumesPublishedNodes bool
-	VolumeCondition           bool
-	GetVolume                 bool
-	SingleNodeMultiWriter     bool
-	ModifyVolume              bool
-	GetSnapshot               bool
+// controllerCapabilities says where each controller capability the
+// plugin may list is kept in structs.CSIControllerInfo, the one type that
+// carries them from the fingerprint to the servers (and, converted field
+// for field, to the HTTP API). Capabilities with no field there
+// (SINGLE_NODE_MULTI_WRITER, MODIFY_VOLUME, GET_SNAPSHOT) decide nothing
+// in Berth and are not recorded.
+var controllerCapabilities = map[csipb.ControllerServiceCapability_RPC_Type]func(*structs.CSIControllerInfo) *bool{
+	csipb.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME:         func(c *structs.CSIControllerInfo) *bool { return &c.SupportsCreateDelete },
+	csipb.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME:     func(c *structs.CSIControllerInfo) *bool { return &c.SupportsAttachDetach },
+	csipb.ControllerServiceCapability_RPC_LIST_VOLUMES:                 func(c *structs.CSIControllerInfo) *bool { return &c.SupportsListVolumes },
+	csipb.ControllerServiceCapability_RPC_GET_CAPACITY:                 func(c *structs.CSIControllerInfo) *bool { return &c.SupportsGetCapacity },
+	csipb.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT:       func(c *structs.CSIControllerInfo) *bool { return &c.SupportsCreateDeleteSnapshot },
+	csipb.ControllerServiceCapability_RPC_LIST_SNAPSHOTS:               func(c *structs.CSIControllerInfo) *bool { return &c.SupportsListSnapshots },
+	csipb.ControllerServiceCapability_RPC_CLONE_VOLUME:                 func(c *structs.CSIControllerInfo) *bool { return &c.SupportsClone },
+	csipb.ControllerServiceCapability_RPC_PUBLISH_READONLY:             func(c *structs.CSIControllerInfo) *bool { return &c.SupportsReadOnlyAttach },
+	csipb.ControllerServiceCapability_RPC_EXPAND_VOLUME:                func(c *structs.CSIControllerInfo) *bool { return &c.SupportsExpand },
+	csipb.ControllerServiceCapability_RPC_LIST_VOLUMES_PUBLISHED_NODES: func(c *structs.CSIControllerInfo) *bool { return &c.SupportsListVolumesAttachedNodes },
+	csipb.ControllerServiceCapability_RPC_VOLUME_CONDITION:             func(c *structs.CSIControllerInfo) *bool { return &c.SupportsCondition },
+	csipb.ControllerServiceCapability_RPC_GET_VOLUME:                   func(c *structs.CSIControllerInfo) *bool { return &c.SupportsGet },
 }
 
-// Fill sets the Supports* fields of info.
-func (s *ControllerCapabilitySet) Fill(info *structs.CSIControllerInfo) {
-	info.SupportsCreateDelete = s.CreateDeleteVolume
-	info.SupportsAttachDetach = s.PublishUnpublishVolume
-	info.SupportsListVolumes = s.ListVolumes
-	info.SupportsGetCapacity = s.GetCapacity
-	info.SupportsCreateDeleteSnapshot = s.CreateDeleteSnapshot
-	info.SupportsListSnapshots = s.ListSnapshots
-	info.SupportsClone = s.CloneVolume
-	info.SupportsReadOnlyAttach = s.PublishReadonly
-	info.SupportsExpand = s.ExpandVolume
-	info.SupportsListVolumesAttachedNodes = s.ListVolumesPublishedNodes
-	info.SupportsCondition = s.VolumeCondition
-	info.SupportsGet = s.GetVolume
-}
-
-func controllerCapabilitiesFromProto(caps []*csipb.ControllerServiceCapability) *ControllerCapabilitySet {
-	s := &ControllerCapabilitySet{}
+func controllerCapabilitiesFromProto(caps []*csipb.ControllerServiceCapability) *structs.CSIControllerInfo {
+	out := &structs.CSIControllerInfo{}
 	for _, c := range caps {
-		switch c.GetRpc().GetType() {
-		case csipb.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME:
-			s.CreateDeleteVolume = true
-		case csipb.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME:
-			s.PublishUnpublishVolume = true
-		case csipb.ControllerServiceCapability_RPC_LIST_VOLUMES:
-			s.ListVolumes = true
-		case csipb.ControllerServiceCapability_RPC_GET_CAPACITY:
-			s.GetCapacity = true
-		case csipb.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT:
-			s.CreateDeleteSnapshot = true
-		case csipb.ControllerServiceCapability_RPC_LIST_SNAPSHOTS:
-			s.ListSnapshots = true
-		case csipb.ControllerServiceCapability_RPC_CLONE_VOLUME:
-			s.CloneVolume = true
-		case csipb.ControllerServiceCapability_RPC_PUBLISH_READONLY:
-			s.PublishReadonly = true
-		case csipb.ControllerServiceCapability_RPC_EXPAND_VOLUME:
-			s.ExpandVolume = true
-		case csipb.ControllerServiceCapability_RPC_LIST_VOLUMES_PUBLISHED_NODES:
-			s.ListVolumesPublishedNodes = true
-		case csipb.ControllerServiceCapability_RPC_VOLUME_CONDITION:
-			s.VolumeCondition = true
-		case csipb.ControllerServiceCapability_RPC_GET_VOLUME:
-			s.GetVolume = true
-		case csipb.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER:
-			s.SingleNodeMultiWriter = true
-		case csipb.ControllerServiceCapability_RPC_MODIFY_VOLUME:
-			s.ModifyVolume = true
-		case csipb.ControllerServiceCapability_RPC_GET_SNAPSHOT:
-			s.GetSnapshot = true
+		if field, ok := controllerCapabilities[c.GetRpc().GetType()]; ok {
+			*field(out) = true
 		}
 	}
-	return s
+	return out
 }
 
 // NodeCapabilitySet is what NodeGetCapabilities said.

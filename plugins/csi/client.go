@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/berth-io/berth/nomad/structs"
 )
 
 // MaxSocketPathLen is the longest unix socket path Linux accepts: sun_path
@@ -42,7 +44,7 @@ type Client interface {
 	Probe(ctx context.Context) (bool, error)
 
 	// ControllerGetCapabilities reports the controller RPCs the plugin serves.
-	ControllerGetCapabilities(ctx context.Context) (*ControllerCapabilitySet, error)
+	ControllerGetCapabilities(ctx context.Context) (*structs.CSIControllerInfo, error)
 	// ControllerPublishVolume attaches a volume to a node; the returned
 	// publish context is passed to NodeStage/NodePublish.
 	ControllerPublishVolume(ctx context.Context, req *ControllerPublishVolumeRequest) (*ControllerPublishVolumeResponse, error)

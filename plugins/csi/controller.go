@@ -7,9 +7,11 @@ import (
 	"slices"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+
+	"github.com/berth-io/berth/nomad/structs"
 )
 
-func (c *client) ControllerGetCapabilities(ctx context.Context) (*ControllerCapabilitySet, error) {
+func (c *client) ControllerGetCapabilities(ctx context.Context) (*structs.CSIControllerInfo, error) {
 	resp, err := c.controller.ControllerGetCapabilities(ctx, &csipb.ControllerGetCapabilitiesRequest{})
 	if err := result(ctx, "ControllerGetCapabilities", subject{}, err); err != nil {
 		return nil, err

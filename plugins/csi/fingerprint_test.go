@@ -1,6 +1,7 @@
 package csi
 
 import (
+	"reflect"
 	"testing"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
@@ -89,16 +90,10 @@ func TestCapabilities_UnknownNumbersIgnored(t *testing.T) {
 
 	ccaps, err := h.client.ControllerGetCapabilities(testCtx(t))
 	must.NoError(t, err)
-	must.Eq(t, &ControllerCapabilitySet{
-		CreateDeleteVolume: true, PublishUnpublishVolume: true, PublishReadonly: true,
-		ListVolumesPublishedNodes: true, VolumeCondition: true,
-	}, ccaps)
-	var cinfo structs.CSIControllerInfo
-	ccaps.Fill(&cinfo)
-	must.Eq(t, structs.CSIControllerInfo{
+	must.Eq(t, &structs.CSIControllerInfo{
 		SupportsCreateDelete: true, SupportsAttachDetach: true, SupportsReadOnlyAttach: true,
 		SupportsListVolumesAttachedNodes: true, SupportsCondition: true,
-	}, cinfo)
+	}, ccaps)
 
 	ncaps, err := h.client.NodeGetCapabilities(testCtx(t))
 	must.NoError(t, err)
@@ -108,19 +103,25 @@ func TestCapabilities_UnknownNumbersIgnored(t *testing.T) {
 	must.Eq(t, structs.CSINodeInfo{RequiresNodeStageVolume: true, SupportsCondition: true}, ninfo)
 }
 
+// Every controller capability Berth records lands in its own field, and
+// every field is reachable from one capability.
 func TestCapabilities_FillEveryField(t *testing.T) {
-	all := &ControllerCapabilitySet{
-		CreateDeleteVolume: true, PublishUnpublishVolume: true, ListVolumes: true, GetCapacity: true,
-		CreateDeleteSnapshot: true, ListSnapshots: true, CloneVolume: true, PublishReadonly: true,
-		ExpandVolume: true, ListVolumesPublishedNodes: true, VolumeCondition: true, GetVolume: true,
+	var all []*csipb.ControllerServiceCapability
+	seen := map[string]csipb.ControllerServiceCapability_RPC_Type{}
+	for typ := range controllerCapabilities {
+		one := controllerCapabilitiesFromProto([]*csipb.ControllerServiceCapability{controllerCap(typ)})
+		set := setFields(one)
+		must.SliceLen(t, 1, set, must.Sprintf("%s sets %v", typ, set))
+		if prev, dup := seen[set[0]]; dup {
+			t.Errorf("%s and %s both set %s", prev, typ, set[0])
+		}
+		seen[set[0]] = typ
+		all = append(all, controllerCap(typ))
 	}
-	var cinfo structs.CSIControllerInfo
-	all.Fill(&cinfo)
-	must.Eq(t, structs.CSIControllerInfo{
-		SupportsCreateDelete: true, SupportsAttachDetach: true, SupportsListVolumes: true, SupportsGetCapacity: true,
-		SupportsCreateDeleteSnapshot: true, SupportsListSnapshots: true, SupportsClone: true, SupportsReadOnlyAttach: true,
-		SupportsExpand: true, SupportsListVolumesAttachedNodes: true, SupportsCondition: true, SupportsGet: true,
-	}, cinfo)
+	must.MapLen(t, reflect.TypeFor[structs.CSIControllerInfo]().NumField(), seen)
+	// A capability Berth does not record, and an unknown number, set nothing.
+	all = append(all, controllerCap(csipb.ControllerServiceCapability_RPC_MODIFY_VOLUME), controllerCap(0), controllerCap(999))
+	must.SliceLen(t, len(seen), setFields(controllerCapabilitiesFromProto(all)))
 
 	var ninfo structs.CSINodeInfo
 	(&NodeCapabilitySet{StageUnstageVolume: true, GetVolumeStats: true, ExpandVolume: true, VolumeCondition: true}).Fill(&ninfo)
@@ -158,4 +159,22 @@ func TestNodeGetInfo(t *testing.T) {
 		must.ErrorIs(t, err, ErrFinal)
 		must.StrContains(t, err.Error(), "empty node ID")
 	})
+}
+
+func controllerCap(typ csipb.ControllerServiceCapability_RPC_Type) *csipb.ControllerServiceCapability {
+	return &csipb.ControllerServiceCapability{Type: &csipb.ControllerServiceCapability_Rpc{
+		Rpc: &csipb.ControllerServiceCapability_RPC{Type: typ},
+	}}
+}
+
+// setFields names the true bool fields of c.
+func setFields(c *structs.CSIControllerInfo) []string {
+	var out []string
+	v := reflect.ValueOf(c).Elem()
+	for i := range v.NumField() {
+		if v.Field(i).Bool() {
+			out = append(out, v.Type().Field(i).Name)
+		}
+	}
+	return out
 }

@@ -124,9 +124,7 @@ func TestPeer_MockDriver(t *testing.T) {
 
 		ccaps, err := c.ControllerGetCapabilities(ctx)
 		must.NoError(t, err)
-		var cinfo structs.CSIControllerInfo
-		ccaps.Fill(&cinfo)
-		must.Eq(t, structs.CSIControllerInfo{
+		must.Eq(t, &structs.CSIControllerInfo{
 			SupportsCreateDelete:             true,
 			SupportsAttachDetach:             true,
 			SupportsListVolumes:              true,
@@ -139,7 +137,7 @@ func TestPeer_MockDriver(t *testing.T) {
 			SupportsListVolumesAttachedNodes: true,
 			SupportsCondition:                true,
 			SupportsGet:                      true,
-		}, cinfo)
+		}, ccaps)
 
 		// The mock lists an UNKNOWN (0) node capability; it is skipped.
 		ncaps, err := c.NodeGetCapabilities(ctx)

@@ -30,7 +30,7 @@ type probeResult struct {
 	NodeCaps    *csi.NodeCapabilitySet
 	NodeCapsErr error
 	// Controller plugins.
-	ControllerCaps    *csi.ControllerCapabilitySet
+	ControllerCaps    *structs.CSIControllerInfo
 	ControllerCapsErr error
 }
 
@@ -78,7 +78,7 @@ func buildInfo(typ string, p *dynamicplugins.PluginInfo, r *probeResult, now int
 	case dynamicplugins.PluginTypeCSIController:
 		ci := &structs.CSIControllerInfo{}
 		if r.ControllerCaps != nil {
-			r.ControllerCaps.Fill(ci)
+			*ci = *r.ControllerCaps
 		} else {
 			problem = fmt.Errorf("ControllerGetCapabilities failed: %s", plainErr(orUnknown(r.ControllerCapsErr)))
 		}

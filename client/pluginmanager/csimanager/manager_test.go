@@ -72,7 +72,7 @@ func TestBuildInfo(t *testing.T) {
 		{name: "healthy controller", typ: dynamicplugins.PluginTypeCSIController, healthy: true, description: "healthy",
 			result: func() *probeResult {
 				return &probeResult{Ready: true, PluginCaps: &csi.PluginCapabilitySet{ControllerService: true},
-					ControllerCaps: &csi.ControllerCapabilitySet{PublishUnpublishVolume: true, CreateDeleteVolume: true}}
+					ControllerCaps: &structs.CSIControllerInfo{SupportsAttachDetach: true, SupportsCreateDelete: true}}
 			},
 			check: func(t *testing.T, info *structs.CSIInfo) {
 				must.Eq(t, &structs.CSIControllerInfo{SupportsAttachDetach: true, SupportsCreateDelete: true}, info.ControllerInfo)
