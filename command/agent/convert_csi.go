@@ -1,0 +1,282 @@
+package agent
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+
+	"github.com/berth-io/berth/api"
+	"github.com/berth-io/berth/nomad/structs"
+)
+
+// CSI volumes, plugins and the plugins' fingerprints on nodes.
+
+// ---- CSI volumes ---------------------------------------------------------
+
+// apiVolumeToStructs converts a volume from a register request. Fields the
+// servers own (claims, health, indexes) are left out. A volume written in
+// the old style, with one access and attachment mode instead of
+// capabilities, gets that pair as its one capability, as Nomad does.
+func apiVolumeToStructs(v *api.CSIVolume) *structs.CSIVolume {
+	if v == nil {
+		return nil
+	}
+	out := &structs.CSIVolume{
+		ID: v.ID, Name: v.Name, ExternalID: v.ExternalID, Namespace: v.Namespace, PluginID: v.PluginID,
+		MountOptions:         apiMountOptionsToStructs(v.MountOptions),
+		Secrets:              structs.CSISecrets(maps.Clone(v.Secrets)),
+		Parameters:           maps.Clone(v.Parameters),
+		Context:              maps.Clone(v.Context),
+		RequestedCapacityMin: v.RequestedCapacityMin,
+		RequestedCapacityMax: v.RequestedCapacityMax,
+		Capacity:             v.Capacity,
+		Topologies:           apiTopologiesToStructs(v.Topologies),
+		SnapshotID:           v.SnapshotID,
+		CloneID:              v.CloneID,
+	}
+	for _, c := range v.RequestedCapabilities {
+		if c == nil {
+			c = &api.CSIVolumeCapability{}
+		}
+		out.RequestedCapabilities = append(out.RequestedCapabilities, &structs.CSIVolumeCapability{
+			AccessMode:     structs.CSIVolumeAccessMode(c.AccessMode),
+			AttachmentMode: structs.CSIVolumeAttachmentMode(c.AttachmentMode),
+		})
+	}
+	if len(out.RequestedCapabilities) == 0 && (v.AccessMode != "" || v.AttachmentMode != "") {
+		out.RequestedCapabilities = []*structs.CSIVolumeCapability{{
+			AccessMode:     structs.CSIVolumeAccessMode(v.AccessMode),
+			AttachmentMode: structs.CSIVolumeAttachmentMode(v.AttachmentMode),
+		}}
+	}
+	if r := v.RequestedTopologies; r != nil {
+		out.RequestedTopologies = &structs.CSITopologyRequest{
+			Required:  apiTopologiesToStructs(r.Required),
+			Preferred: apiTopologiesToStructs(r.Preferred),
+		}
+	}
+	return out
+}
+
+func apiTopologiesToStructs(ts []*api.CSITopology) []*structs.CSITopology {
+	if ts == nil {
+		return nil
+	}
+	out := make([]*structs.CSITopology, 0, len(ts))
+	for _, t := range ts {
+		if t == nil {
+			out = append(out, nil) // validation names it
+			continue
+		}
+		out = append(out, &structs.CSITopology{Segments: maps.Clone(t.Segments)})
+	}
+	return out
+}
+
+func topologyToAPI(t *structs.CSITopology) *api.CSITopology {
+	if t == nil {
+		return nil
+	}
+	return &api.CSITopology{Segments: maps.Clone(t.Segments)}
+}
+
+func topologiesToAPI(ts []*structs.CSITopology) []*api.CSITopology {
+	if ts == nil {
+		return nil
+	}
+	out := make([]*api.CSITopology, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, topologyToAPI(t))
+	}
+	return out
+}
+
+// pluginHealth is what a volume shows of its plugin's health.
+type pluginHealth struct {
+	ControllerRequired  bool
+	PublishUnpublish    bool
+	ControllersHealthy  int
+	ControllersExpected int
+	NodesHealthy        int
+	NodesExpected       int
+}
+
+func healthOfPlugin(p *structs.CSIPluginListStub) pluginHealth {
+	if p == nil {
+		return pluginHealth{}
+	}
+	return pluginHealth{
+		ControllerRequired: p.ControllerRequired, PublishUnpublish: p.PublishUnpublish,
+		ControllersHealthy: p.ControllersHealthy, ControllersExpected: p.ControllersExpected,
+		NodesHealthy: p.NodesHealthy, NodesExpected: p.NodesExpected,
+	}
+}
+
+// schedulable reports whether allocs can use a volume now: it is ready,
+// some node runs a healthy instance of its plugin, and so does some
+// controller when claims go through one (its controllers advertise
+// PUBLISH_UNPUBLISH_VOLUME: a node-only plugin needs none). The
+// scheduler applies the same rule (nomad/scheduler csi.go).
+func (h pluginHealth) schedulable(state structs.CSIVolumeState) bool {
+	if state != "" && state != structs.CSIVolumeStateReady {
+		return false
+	}
+	return h.NodesHealthy > 0 && (!h.PublishUnpublish || h.ControllersHealthy > 0)
+}
+
+// volumeToAPI converts a volume the servers already sanitized. allocs
+// holds the stubs of its claiming allocs that still exist. Secrets are
+// never copied.
+func volumeToAPI(v *structs.CSIVolume, h pluginHealth, allocs map[string]*structs.AllocListStub) *api.CSIVolume {
+	out := &api.CSIVolume{
+		ID: v.ID, Name: v.Name, ExternalID: v.ExternalID, Namespace: v.Namespace,
+		Topologies: topologiesToAPI(v.Topologies),
+		AccessMode: api.CSIVolumeAccessMode(v.AccessMode), AttachmentMode: api.CSIVolumeAttachmentMode(v.AttachmentMode),
+		MountOptions: mountOptionsToAPI(v.MountOptions),
+		Parameters:   maps.Clone(v.Parameters), Context: maps.Clone(v.Context),
+		Capacity:             v.Capacity,
+		RequestedCapacityMin: v.RequestedCapacityMin, RequestedCapacityMax: v.RequestedCapacityMax,
+		CloneID: v.CloneID, SnapshotID: v.SnapshotID,
+		ReadAllocs: map[string]*api.Allocation{}, WriteAllocs: map[string]*api.Allocation{},
+		Allocations: []*api.AllocationListStub{},
+		Schedulable: h.schedulable(v.State),
+		PluginID:    v.PluginID, Provider: v.Provider, ProviderVersion: v.ProviderVersion,
+		ControllerRequired: h.ControllerRequired,
+		ControllersHealthy: h.ControllersHealthy, ControllersExpected: h.ControllersExpected,
+		NodesHealthy: h.NodesHealthy, NodesExpected: h.NodesExpected,
+		CreateIndex: v.CreateIndex, ModifyIndex: v.ModifyIndex, CreateTime: v.CreateTime, ModifyTime: v.ModifyTime,
+		State: api.CSIVolumeState(v.State),
+	}
+	for _, c := range v.RequestedCapabilities {
+		out.RequestedCapabilities = append(out.RequestedCapabilities, &api.CSIVolumeCapability{
+			AccessMode: api.CSIVolumeAccessMode(c.AccessMode), AttachmentMode: api.CSIVolumeAttachmentMode(c.AttachmentMode),
+		})
+	}
+	if r := v.RequestedTopologies; r != nil {
+		out.RequestedTopologies = &api.CSITopologyRequest{
+			Required: topologiesToAPI(r.Required), Preferred: topologiesToAPI(r.Preferred),
+		}
+	}
+	claims := v.LiveClaims()
+	slices.SortStableFunc(claims, func(a, b *structs.CSIVolumeClaim) int { return cmp.Compare(a.CreateIndex, b.CreateIndex) })
+	for _, c := range claims {
+		if c.Mode == structs.CSIVolumeClaimRead {
+			out.ReadAllocs[c.AllocID] = nil
+		} else {
+			out.WriteAllocs[c.AllocID] = nil
+		}
+		if a := allocs[c.AllocID]; a != nil {
+			out.Allocations = append(out.Allocations, allocStubToAPI(a))
+		}
+		out.Claims = append(out.Claims, claimToAPI(c))
+	}
+	for _, c := range v.PastClaims {
+		out.PastClaims = append(out.PastClaims, claimToAPI(c))
+	}
+	return out
+}
+
+func claimToAPI(c *structs.CSIVolumeClaim) *api.CSIVolumeClaim {
+	return &api.CSIVolumeClaim{
+		AllocID: c.AllocID, JobID: c.JobID, NodeID: c.NodeID, ExternalNodeID: c.ExternalNodeID,
+		Mode: api.CSIVolumeClaimMode(c.Mode), AccessMode: api.CSIVolumeAccessMode(c.AccessMode),
+		AttachmentMode: api.CSIVolumeAttachmentMode(c.AttachmentMode), ReadOnly: c.ReadOnly,
+		Step: api.CSIClaimStep(c.Step), LastError: c.LastError, Attempts: c.Attempts, NextRetry: c.NextRetry,
+		ReleaseReason: c.ReleaseReason, CreateTime: c.CreateTime, ModifyTime: c.ModifyTime,
+	}
+}
+
+func volumeStubToAPI(v *structs.CSIVolumeListStub, h pluginHealth) *api.CSIVolumeListStub {
+	return &api.CSIVolumeListStub{
+		ID: v.ID, Namespace: v.Namespace, Name: v.Name, ExternalID: v.ExternalID,
+		Topologies: topologiesToAPI(v.Topologies),
+		AccessMode: api.CSIVolumeAccessMode(v.AccessMode), AttachmentMode: api.CSIVolumeAttachmentMode(v.AttachmentMode),
+		Schedulable: h.schedulable(v.State), PluginID: v.PluginID, Provider: v.Provider,
+		ControllerRequired: h.ControllerRequired,
+		ControllersHealthy: h.ControllersHealthy, ControllersExpected: h.ControllersExpected,
+		NodesHealthy: h.NodesHealthy, NodesExpected: h.NodesExpected,
+		CreateIndex: v.CreateIndex, ModifyIndex: v.ModifyIndex,
+		State: api.CSIVolumeState(v.State), Claims: v.Claims,
+	}
+}
+
+// ---- CSI plugins ---------------------------------------------------------
+
+func pluginToAPI(p *structs.CSIPlugin, allocs []*structs.AllocListStub) *api.CSIPlugin {
+	out := &api.CSIPlugin{
+		ID: p.ID, Provider: p.Provider, Version: p.Version, ControllerRequired: p.ControllerRequired,
+		Controllers: csiInfosToAPI(p.Controllers), Nodes: csiInfosToAPI(p.Nodes),
+		Allocations:        allocStubsToAPI(allocs),
+		ControllersHealthy: p.ControllersHealthy, ControllersExpected: p.ControllersExpected,
+		NodesHealthy: p.NodesHealthy, NodesExpected: p.NodesExpected,
+		CreateIndex: p.CreateIndex, ModifyIndex: p.ModifyIndex,
+	}
+	if out.Controllers == nil {
+		out.Controllers = map[string]*api.CSIInfo{}
+	}
+	if out.Nodes == nil {
+		out.Nodes = map[string]*api.CSIInfo{}
+	}
+	return out
+}
+
+func pluginStubToAPI(p *structs.CSIPluginListStub) *api.CSIPluginListStub {
+	return &api.CSIPluginListStub{
+		ID: p.ID, Provider: p.Provider, ControllerRequired: p.ControllerRequired,
+		ControllersHealthy: p.ControllersHealthy, ControllersExpected: p.ControllersExpected,
+		NodesHealthy: p.NodesHealthy, NodesExpected: p.NodesExpected,
+		CreateIndex: p.CreateIndex, ModifyIndex: p.ModifyIndex,
+	}
+}
+
+// pluginAllocIDs lists the allocs that run a plugin's instances, sorted.
+func pluginAllocIDs(p *structs.CSIPlugin) []string {
+	seen := map[string]bool{}
+	for _, m := range []map[string]*structs.CSIInfo{p.Controllers, p.Nodes} {
+		for _, c := range m {
+			if c != nil && c.AllocID != "" {
+				seen[c.AllocID] = true
+			}
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
+}
+
+// ---- CSI fingerprints ----------------------------------------------------
+
+func csiInfosToAPI(in map[string]*structs.CSIInfo) map[string]*api.CSIInfo {
+	if in == nil {
+		return nil
+	}
+	out := make(map[string]*api.CSIInfo, len(in))
+	for id, c := range in {
+		out[id] = csiInfoToAPI(c)
+	}
+	return out
+}
+
+func csiInfoToAPI(c *structs.CSIInfo) *api.CSIInfo {
+	out := &api.CSIInfo{
+		PluginID: c.PluginID, AllocID: c.AllocID, Healthy: c.Healthy, HealthDescription: c.HealthDescription,
+		UpdateTime:               nsTime(c.UpdateTime),
+		RequiresControllerPlugin: c.RequiresControllerPlugin, RequiresTopologies: c.RequiresTopologies,
+	}
+	if ci := c.ControllerInfo; ci != nil {
+		out.ControllerInfo = &api.CSIControllerInfo{
+			SupportsCreateDelete: ci.SupportsCreateDelete, SupportsAttachDetach: ci.SupportsAttachDetach,
+			SupportsListVolumes: ci.SupportsListVolumes, SupportsGetCapacity: ci.SupportsGetCapacity,
+			SupportsCreateDeleteSnapshot: ci.SupportsCreateDeleteSnapshot, SupportsListSnapshots: ci.SupportsListSnapshots,
+			SupportsClone: ci.SupportsClone, SupportsReadOnlyAttach: ci.SupportsReadOnlyAttach,
+			SupportsExpand: ci.SupportsExpand, SupportsListVolumesAttachedNodes: ci.SupportsListVolumesAttachedNodes,
+			SupportsCondition: ci.SupportsCondition, SupportsGet: ci.SupportsGet,
+		}
+	}
+	if ni := c.NodeInfo; ni != nil {
+		out.NodeInfo = &api.CSINodeInfo{
+			ID: ni.ID, MaxVolumes: ni.MaxVolumes, AccessibleTopology: topologyToAPI(ni.AccessibleTopology),
+			RequiresNodeStageVolume: ni.RequiresNodeStageVolume, SupportsStats: ni.SupportsStats,
+			SupportsExpand: ni.SupportsExpand, SupportsCondition: ni.SupportsCondition,
+		}
+	}
+	return out
+}
