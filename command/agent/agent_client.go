@@ -19,7 +19,6 @@ import (
 	"github.com/berth-io/berth/plugins/drivers"
 	"github.com/berth-io/berth/plugins/drivers/builtin"
 	"github.com/berth-io/berth/plugins/drivers/exec"
-	"github.com/berth-io/berth/plugins/drivers/mock"
 	"github.com/berth-io/berth/plugins/drivers/rawexec"
 )
 
@@ -57,6 +56,9 @@ func (a *Agent) setupClient() error {
 				if enabled[name] {
 					out[name] = d
 				}
+			}
+			if cfg.ExtraDrivers != nil {
+				maps.Copy(out, cfg.ExtraDrivers(logger, stateDir))
 			}
 			return out
 		},
@@ -105,9 +107,9 @@ func (a *Agent) clientRPC() (client.RPCer, error) {
 // enabledDrivers decides which built-in drivers the client runs: exec
 // always (its fingerprint says whether it works here), raw_exec in -dev
 // or with a `plugin "raw_exec" {}` block (unless its config sets
-// enabled = false), mock only in -dev.
+// enabled = false).
 func enabledDrivers(cfg *Config) (map[string]bool, error) {
-	out := map[string]bool{exec.Name: true, rawexec.Name: cfg.DevMode, mock.Name: cfg.DevMode}
+	out := map[string]bool{exec.Name: true, rawexec.Name: cfg.DevMode}
 	for _, p := range cfg.Plugins {
 		if p.Name != rawexec.Name && p.Name != exec.Name {
 			continue

@@ -15,19 +15,19 @@ func TestEnabledDrivers(t *testing.T) {
 		hcl  string
 		want map[string]bool
 	}{
-		{"default", false, "", map[string]bool{"exec": true, "raw_exec": false, "mock": false}},
-		{"dev", true, "", map[string]bool{"exec": true, "raw_exec": true, "mock": true}},
-		{"raw_exec block", false, `plugin "raw_exec" {}`, map[string]bool{"exec": true, "raw_exec": true, "mock": false}},
+		{"default", false, "", map[string]bool{"exec": true, "raw_exec": false}},
+		{"dev", true, "", map[string]bool{"exec": true, "raw_exec": true}},
+		{"raw_exec block", false, `plugin "raw_exec" {}`, map[string]bool{"exec": true, "raw_exec": true}},
 		{"raw_exec enabled", false, `plugin "raw_exec" {
   config {
     enabled = true
   }
-}`, map[string]bool{"exec": true, "raw_exec": true, "mock": false}},
+}`, map[string]bool{"exec": true, "raw_exec": true}},
 		{"exec disabled", false, `plugin "exec" {
   config {
     enabled = false
   }
-}`, map[string]bool{"exec": false, "raw_exec": false, "mock": false}},
+}`, map[string]bool{"exec": false, "raw_exec": false}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

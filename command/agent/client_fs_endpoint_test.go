@@ -16,6 +16,8 @@ import (
 	"github.com/berth-io/berth/api"
 	"github.com/berth-io/berth/client"
 	"github.com/berth-io/berth/client/logs"
+	"github.com/berth-io/berth/plugins/drivers"
+	"github.com/berth-io/berth/plugins/drivers/mock"
 	"github.com/berth-io/berth/testutil"
 )
 
@@ -114,6 +116,9 @@ func TestHTTP_ClientFSLogsFromADevAgent(t *testing.T) {
 	cfg := DevConfig() // server and client
 	cfg.Ports = &Ports{HTTP: intPtr(0), RPC: intPtr(0)}
 	cfg.LogLevel = "OFF"
+	cfg.ExtraDrivers = func(logger hclog.Logger, _ string) map[string]drivers.Driver {
+		return map[string]drivers.Driver{mock.Name: mock.New(logger, mock.Config{})}
+	}
 	a, err := NewAgent(cfg, io.Discard)
 	must.NoError(t, err)
 	t.Cleanup(func() { a.Shutdown() })

@@ -8,11 +8,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclparse"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
+
+	"github.com/berth-io/berth/plugins/drivers"
 )
 
 // Config is the agent configuration file (HCL2). Every field is optional
@@ -39,6 +42,11 @@ type Config struct {
 	// system job "hostpath" (dev_plugin.go). `agent -dev` sets it unless
 	// -dev-no-plugin is given; never a file.
 	DevPlugin *DevPluginConfig
+	// ExtraDrivers, when set, adds task drivers to this agent's client
+	// beside the built-in ones (always enabled). Tests add the mock
+	// driver this way; production code never sets it, so no test double
+	// is built into berth. Never a file.
+	ExtraDrivers func(logger hclog.Logger, stateDir string) map[string]drivers.Driver
 }
 
 // Ports are the agent's listening ports.

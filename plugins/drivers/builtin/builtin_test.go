@@ -14,7 +14,6 @@ func TestDrivers(t *testing.T) {
 	want := map[string]structs.MountConfigSupport{
 		"raw_exec": structs.MountConfigSupportNone,
 		"exec":     structs.MountConfigSupportAll,
-		"mock":     structs.MountConfigSupportNone,
 	}
 	must.MapLen(t, len(want), ds)
 	for name, mc := range want {
