@@ -71,8 +71,25 @@ func raftApply(t *testing.T, s *cluster.Server, mt structs.MessageType, req any)
 
 // placeClaimingAlloc places an alloc of job on nodeID with a claim on
 // volume volID in the given step, as a plan would.
+//
+// The alloc carries the job as stored when it is registered, as a plan's
+// alloc does. With the caller's copy (no namespace, no modify index) the
+// alloc is an older version of the job, and the scheduler, which any
+// write may unblock (this very placement changes a volume's claims),
+// stops it as a destructive update; the volumewatcher then frees a
+// reserved claim at once. Whether a test saw the claim then depended on
+// load (TestCSIVolume_List/filter_on_claims failed that way).
 func placeClaimingAlloc(t *testing.T, s *cluster.Server, job *structs.Job, allocID, nodeID, volID string, step structs.CSIClaimStep) {
 	t.Helper()
+	ns := job.Namespace
+	if ns == "" {
+		ns = structs.DefaultNamespace
+	}
+	stored, err := s.State().JobByID(nil, ns, job.ID)
+	must.NoError(t, err)
+	if stored != nil {
+		job = stored
+	}
 	raftApply(t, s, structs.ApplyPlanResultsRequestType, &structs.ApplyPlanResultsRequest{
 		AllocsUpdated: []*structs.Allocation{{
 			ID: allocID, Namespace: job.Namespace, EvalID: "eval-" + allocID, Name: job.ID + ".web[0]",
