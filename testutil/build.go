@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,20 +19,17 @@ var (
 
 // BuildBerth builds ./cmd/berth once per test binary and returns its path,
 // for tests that run the real binary as a task or process.
+//
+// The binary goes to <repo>/.bin/test/berth (ignored by git), one file per
+// checkout that every test process reuses and replaces: nothing is left
+// in the temp dir, however a test process ends. Go's build cache makes the
+// rebuild a relink. Each process links to a file of its own and renames
+// it into place, so test processes running in parallel never see a half
+// written binary, and a process still running the old file keeps it.
 func BuildBerth(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		_, file, _, _ := runtime.Caller(0)
-		root := filepath.Dir(filepath.Dir(file))
-		dir, err := mkdirTemp()
-		if err != nil {
-			buildErr = err
-			return
-		}
-		buildBin = filepath.Join(dir, "berth")
-		cmd := exec.Command("go", "build", "-o", buildBin, "./cmd/berth")
-		cmd.Dir = root
-		buildOut, buildErr = cmd.CombinedOutput()
+		buildBin, buildOut, buildErr = buildInto(filepath.Join(repoRoot(), ".bin", "test"))
 	})
 	if buildErr != nil {
 		t.Fatalf("go build ./cmd/berth: %v\n%s", buildErr, buildOut)
@@ -39,6 +37,27 @@ func BuildBerth(t testing.TB) string {
 	return buildBin
 }
 
-// mkdirTemp makes a dir that outlives any one test (the binary is shared
-// by every test in the process); the OS temp dir is cleaned by the system.
-func mkdirTemp() (string, error) { return os.MkdirTemp("", "berth-test-bin-") }
+// repoRoot is the repository checkout this file is in.
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(filepath.Dir(file))
+}
+
+func buildInto(dir string) (bin string, out []byte, err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", nil, err
+	}
+	bin = filepath.Join(dir, "berth")
+	tmp := fmt.Sprintf("%s.%d.tmp", bin, os.Getpid())
+	cmd := exec.Command("go", "build", "-o", tmp, "./cmd/berth")
+	cmd.Dir = repoRoot()
+	if out, err = cmd.CombinedOutput(); err != nil {
+		os.Remove(tmp)
+		return "", out, err
+	}
+	if err := os.Rename(tmp, bin); err != nil {
+		os.Remove(tmp)
+		return "", nil, err
+	}
+	return bin, nil, nil
+}
