@@ -23,7 +23,7 @@
 //	jobs_test.go      HCL for plugin jobs, volumes and workloads
 //	proc_test.go      /proc: mountinfo, task pids, process liveness
 //
-// A scenario is one Test function in its own file (issue 8's numbering):
+// A scenario is one Test function in its own file:
 //
 //	walkthrough_test.go     1. the README walk-through, 1 server + 1 client
 //	failover_test.go        2. leader SIGKILLed while stopping; restart all servers
@@ -33,9 +33,9 @@
 //	                           plugin's journal; 5. csi-test's mock-driver with
 //	                           injected Unavailable faults
 //	purge_test.go           6. job stop -purge keeps the mount until the task exits
-//	capabilities_test.go    issue 13: hostpath node-only and monolith, write,
+//	capabilities_test.go    7. hostpath node-only and monolith: write,
 //	                           free, read back; the RPCs from the plugin's log;
 //	                           a read-only block-device claim cannot write
-//	capabilities_mock_test.go  issue 13: mock-driver --disable-attach, node-only,
+//	capabilities_mock_test.go  8. mock-driver --disable-attach, node-only,
 //	                           Unimplemented release -> needs-operator -> detach
 package e2e
