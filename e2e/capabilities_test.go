@@ -1,12 +1,14 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shoenig/test/must"
 
@@ -124,4 +126,44 @@ func TestE2E_ReadOnlyBlockDevice(t *testing.T) {
 	img, err := os.ReadFile(filepath.Join(h.HostpathRoot(), "volumes", "blk", "block.img"))
 	must.NoError(t, err)
 	must.Eq(t, "RWOK", string(img[:4]))
+}
+
+// TestE2E_NodePluginOutageShowsOnTheClaim: the node plugin's job is
+// stopped while a workload uses a volume, then the workload is stopped.
+// The client cannot unpublish and tells the servers why, so `volume
+// status -verbose` shows the claim's step, attempts, the client's error
+// and the next retry; once the plugin runs again the claim is freed.
+func TestE2E_NodePluginOutageShowsOnTheClaim(t *testing.T) {
+	h := NewHarness(t)
+	c := h.NewCluster(t, 1, 1)
+	plugin := h.HostpathPlugin("node")
+	c.RunPlugin(t, plugin)
+	c.RegisterVolume(t, &Volume{ID: "data", PluginID: "hostpath", Capabilities: []Capability{{SingleNodeWriter, FileSystem}}})
+	w := &Workload{JobID: "svc", Type: "service", Volume: "data", AccessMode: SingleNodeWriter, Script: SlowStopScript(0)}
+	c.RunJob(t, w.JobID, w.HCL(h.Root))
+	a := c.WaitForAllocs(t, w.JobID, 1, api.AllocClientStatusRunning)[0]
+
+	c.Berth(t, "job", "stop", plugin.ID())
+	c.WaitForAllocs(t, plugin.ID(), 1, api.AllocClientStatusComplete)
+	c.Berth(t, "job", "stop", w.JobID)
+
+	var claim *api.CSIVolumeClaim
+	waitFor(t, 15*time.Second, "the claim to show the client's error", func() (bool, error) {
+		v := c.Volume(t, "data")
+		if claim = findClaim(v.Claims, a.ID); claim == nil {
+			return false, fmt.Errorf("no live claim of alloc %s", a.ID)
+		}
+		return strings.Contains(claim.LastError, `node plugin "hostpath" not running`),
+			fmt.Errorf("claim at step %s, attempts %d, last error %q", claim.Step, claim.Attempts, claim.LastError)
+	})
+	must.Eq(t, api.CSIClaimTaken, claim.Step, must.Sprint("the node side has not let go"))
+	must.Positive(t, claim.Attempts)
+	must.Greater(t, time.Now().Add(-time.Minute).UnixNano(), claim.NextRetry, must.Sprint("a next retry is set"))
+	out := c.Berth(t, "volume", "status", "-verbose", "data")
+	t.Logf("volume status -verbose:\n%s", out)
+	must.StrContains(t, out, `node plugin "hostpath" not running`)
+	must.StrContains(t, out, "Next Retry")
+
+	c.RunPlugin(t, plugin)
+	c.WaitForClaimFreed(t, "data", a.ID)
 }

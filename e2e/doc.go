@@ -35,7 +35,8 @@
 //	purge_test.go           6. job stop -purge keeps the mount until the task exits
 //	capabilities_test.go    7. hostpath node-only and monolith: write,
 //	                           free, read back; the RPCs from the plugin's log;
-//	                           a read-only block-device claim cannot write
+//	                           a read-only block-device claim cannot write;
+//	                           a node plugin outage shows on the claim
 //	capabilities_mock_test.go  8. mock-driver --disable-attach, node-only,
 //	                           Unimplemented release -> needs-operator -> detach
 package e2e

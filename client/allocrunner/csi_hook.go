@@ -405,6 +405,9 @@ func (h *csiHook) waitForPlugin(ctx context.Context, name, source, pluginID stri
 	h.logger.Info("waiting for the volume's node plugin", "volume_id", source, "plugin_id", pluginID, "timeout", h.cfg.PluginWait)
 	h.emit(name, source, pluginID, csiStepWaitingForPlugin,
 		fmt.Sprintf("Waiting up to %s for CSI node plugin %q on this node (volume %q)", h.cfg.PluginWait, pluginID, source))
+	// The claim is reserved for this alloc already: say on it why it waits.
+	h.reportProgress(source, h.namespace(), structs.CSIClaimPhasePublish,
+		fmt.Sprintf("node plugin %q not running on this node", pluginID), 1, time.Now().Add(h.cfg.PluginWait))
 	wctx, cancel := context.WithTimeout(ctx, h.cfg.PluginWait)
 	defer cancel()
 	vm, err := h.cfg.Manager.WaitForNodePlugin(wctx, pluginID)
@@ -414,6 +417,7 @@ func (h *csiHook) waitForPlugin(ctx context.Context, name, source, pluginID stri
 		}
 		return nil, fmt.Errorf("volume %q (source %q): waited %s: %w", name, source, h.cfg.PluginWait, err)
 	}
+	h.reportProgress(source, h.namespace(), structs.CSIClaimPhasePublish, "", 0, time.Time{})
 	return vm, nil
 }
 

@@ -100,12 +100,15 @@ func (h *csiHook) startReleases() []<-chan struct{} {
 // servers accepted the unpublish, worded by how far the mount had got.
 func (h *csiHook) releaseLoop(name string, rel *csiRelease) {
 	lastMsg := ""
-	pending := func(st *csiVolumeState, why string) {
-		if why == lastMsg {
+	// pending records why the release waits: a task event when the reason
+	// changes, and a progress report to the servers at every attempt.
+	pending := func(st *csiVolumeState, why, event string, attempts int, next time.Time) {
+		h.reportProgress(st.Source, st.Namespace, structs.CSIClaimPhaseUnpublish, why, attempts, next)
+		if event == lastMsg {
 			return
 		}
-		lastMsg = why
-		h.emit(name, st.Source, st.PluginID, csiStepReleasePending, fmt.Sprintf("Release of volume %q pending: %s", st.Source, why))
+		lastMsg = event
+		h.emit(name, st.Source, st.PluginID, csiStepReleasePending, fmt.Sprintf("Release of volume %q pending: %s", st.Source, event))
 	}
 	from := ""
 	for attempt := 0; ; attempt++ {
@@ -117,7 +120,9 @@ func (h *csiHook) releaseLoop(name string, rel *csiRelease) {
 		if from == "" {
 			from = st.Step
 		}
-		err := h.release(h.ctx, name, st, func(why string) { pending(st, why) }, func() {
+		err := h.release(h.ctx, name, st, func(why string) {
+			pending(st, why, why, attempt+1, time.Now().Add(h.cfg.PluginWait))
+		}, func() {
 			// Before the volume is forgotten: once it is, Postrun may
 			// report the alloc's tasks exited, and the event must be
 			// there by then.
@@ -134,7 +139,7 @@ func (h *csiHook) releaseLoop(name string, rel *csiRelease) {
 		}
 		d := h.cfg.RetryBackoff.Delay(attempt)
 		h.logger.Warn("releasing volume failed; retrying", "volume", name, "volume_id", st.Source, "error", err, "retry_in", d)
-		pending(st, fmt.Sprintf("%v (retrying)", err))
+		pending(st, err.Error(), fmt.Sprintf("%v (retrying)", err), attempt+1, time.Now().Add(d))
 		if !helper.SleepCtx(h.ctx, d) {
 			return
 		}

@@ -41,6 +41,7 @@ type csiServer struct {
 	unpublishErrs []error
 	claims        []*structs.CSIVolumeClaimRequest
 	unpublishes   []*structs.CSIVolumeUnpublishRequest
+	progress      []*structs.CSIVolumeClaimProgressRequest
 }
 
 func newCSIServer(vols ...*structs.CSIVolume) *csiServer {
@@ -78,6 +79,10 @@ func (s *csiServer) RPC(ctx context.Context, method string, args, reply any) err
 		resp.Volume = v.Copy()
 		resp.PublishContext = map[string]string{"attached-to": req.ExternalNodeID}
 		return nil
+	case "CSIVolume.ReportProgress":
+		c := *args.(*structs.CSIVolumeClaimProgressRequest)
+		s.progress = append(s.progress, &c)
+		return nil
 	case "CSIVolume.Unpublish":
 		req := args.(*structs.CSIVolumeUnpublishRequest)
 		c := *req
@@ -90,6 +95,19 @@ func (s *csiServer) RPC(ctx context.Context, method string, args, reply any) err
 		return nil
 	}
 	return fmt.Errorf("csi server fake: unknown method %s", method)
+}
+
+// reports returns the progress reports of a phase so far.
+func (s *csiServer) reports(phase string) []*structs.CSIVolumeClaimProgressRequest {
+	s.lock.Lock()
+	defer s.lock.Unlock()
+	var out []*structs.CSIVolumeClaimProgressRequest
+	for _, p := range s.progress {
+		if p.Phase == phase {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func (s *csiServer) claimCount() int {
@@ -431,9 +449,17 @@ func TestCSIHook_WaitsForTheNodePluginThenRuns(t *testing.T) {
 	})
 	must.Eq(t, 0, h.host.Starts(a.ID+"/web"))
 	must.Eq(t, 0, h.server.claimCount(), must.Sprint("no claim before the plugin can give the node's ID"))
+	waiting := h.server.reports(structs.CSIClaimPhasePublish)
+	must.Len(t, 1, waiting, must.Sprint("the reserved claim says why it waits"))
+	must.Eq(t, `node plugin "fakeplug" not running on this node`, waiting[0].Error)
+	must.Eq(t, 1, waiting[0].Attempts)
+	must.Positive(t, waiting[0].NextRetry)
 	c.registerPlugin()
 	waitRunning(t, r)
 	must.Eq(t, 1, h.server.claimCount())
+	reports := h.server.reports(structs.CSIClaimPhasePublish)
+	must.Len(t, 2, reports)
+	must.Eq(t, "", reports[1].Error, must.Sprint("cleared once the plugin is there"))
 }
 
 func TestCSIHook_PluginThatNeverComesFailsTheAllocClearly(t *testing.T) {
@@ -635,6 +661,12 @@ func TestCSIHook_PostrunRetriesTransientFailures(t *testing.T) {
 	ev := findEvent(taskState(t, r, "web"), EventCSIVolume, `Release of volume "db[0]" pending: `)
 	must.NotNil(t, ev, must.Sprintf("events: %s", describeEvents(r.Alloc())))
 	must.Eq(t, csiStepReleasePending, ev.Details["step"])
+	reports := h.server.reports(structs.CSIClaimPhaseUnpublish)
+	must.Len(t, 2, reports, must.Sprint("one report per failed attempt"))
+	must.StrContains(t, reports[0].Error, "unpublishing from")
+	must.Eq(t, 1, reports[0].Attempts)
+	must.StrContains(t, reports[1].Error, structs.ErrNoLeader.Error())
+	must.Eq(t, 2, reports[1].Attempts)
 	must.Len(t, 1, findEvents(taskState(t, r, "web"), EventCSIVolume, "unmounted and released"))
 }
 
@@ -660,6 +692,17 @@ func TestCSIHook_ReleaseEventsTellTheTruth(t *testing.T) {
 	})
 	must.Nil(t, findEvent(taskState(t, r, "web"), EventCSIVolume, "released"), must.Sprint("nothing is released while the plugin is gone"))
 	must.False(t, r.Alloc().TasksExited)
+	// The servers hear of it too: step, attempts, error and next retry.
+	reports := h.server.reports(structs.CSIClaimPhaseUnpublish)
+	must.SliceNotEmpty(t, reports)
+	rep := reports[0]
+	must.Eq(t, "db[0]", rep.VolumeID)
+	must.Eq(t, a.ID, rep.AllocationID)
+	must.Eq(t, "node-1", rep.NodeID)
+	must.Eq(t, "default", rep.Namespace)
+	must.Eq(t, 1, rep.Attempts)
+	must.StrContains(t, rep.Error, `node plugin "fakeplug" not running on this node`)
+	must.Greater(t, time.Now().UnixNano(), rep.NextRetry, must.Sprint("the next retry is in the future"))
 	must.Eq(t, 0, h.plugin.Calls("NodeUnpublishVolume"))
 	must.Eq(t, 0, h.server.unpublished(a.ID))
 
