@@ -120,7 +120,12 @@ const (
 	CSIClaimTaken              CSIClaimStep = "taken"
 	CSIClaimNodeDetached       CSIClaimStep = "node-detached"
 	CSIClaimControllerDetached CSIClaimStep = "controller-detached"
-	CSIClaimFreed              CSIClaimStep = "freed"
+	// CSIClaimNeedsOperator: the release stopped on an error the plugin
+	// will repeat; BlockedStep and LastError say where and why, and
+	// `volume detach` resumes it (or skips a step the plugin does not
+	// implement).
+	CSIClaimNeedsOperator CSIClaimStep = "needs-operator"
+	CSIClaimFreed         CSIClaimStep = "freed"
 )
 
 // CSIVolumes is the /v1/volumes and /v1/volume/csi/:id endpoints.
@@ -346,8 +351,15 @@ type CSIVolumeClaim struct {
 	// ReleaseReason says why a claim was freed outside the normal path,
 	// e.g. "detach -force".
 	ReleaseReason string
-	CreateTime    int64 // unix ns
-	ModifyTime    int64 // unix ns
+	// BlockedStep is the step a needs-operator claim stopped at, and
+	// Unsupported says the plugin does not implement that step's RPC.
+	BlockedStep CSIClaimStep
+	Unsupported bool
+	// ControllerPublished: the servers may have controller-published the
+	// volume for this claim (the plugin's controller attaches).
+	ControllerPublished bool
+	CreateTime          int64 // unix ns
+	ModifyTime          int64 // unix ns
 }
 
 // CSIVolumeListStub is the list view of a volume. State and Claims are

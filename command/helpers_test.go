@@ -466,6 +466,7 @@ func (f *fakeAPI) volumeList(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *fakeAPI) volumeGet(w http.ResponseWriter, r *http.Request) {
+	f.block(r)
 	f.mu.Lock()
 	v := f.volumes[r.PathValue("id")]
 	f.mu.Unlock()

@@ -183,6 +183,7 @@ func claimToAPI(c *structs.CSIVolumeClaim) *api.CSIVolumeClaim {
 		AttachmentMode: api.CSIVolumeAttachmentMode(c.AttachmentMode), ReadOnly: c.ReadOnly,
 		Step: api.CSIClaimStep(c.Step), LastError: c.LastError, Attempts: c.Attempts, NextRetry: c.NextRetry,
 		ReleaseReason: c.ReleaseReason, CreateTime: c.CreateTime, ModifyTime: c.ModifyTime,
+		BlockedStep: api.CSIClaimStep(c.BlockedStep), Unsupported: c.Unsupported, ControllerPublished: c.ControllerPublished,
 	}
 }
 
