@@ -248,9 +248,19 @@ func (s *server) writeUnblock(unblock, cancel []*structs.Evaluation) error {
 
 // watchCapacity tells the tracker when allocs, volumes or plugins change
 // in a way that may let blocked evals place (capacityView.grew).
+//
+// Its baseline is the view Run read before any worker started
+// (Term.readStart), not its own first read, which may come late: a
+// placement committed in between would otherwise count as capacity and
+// retry a blocked eval that this term's scheduler had just written.
+// The term's start itself counts as a capacity change for evals planned
+// before it, so a previous leader's blocked evals are retried once.
 func (s *server) watchCapacity(ctx context.Context, sc *Term) {
 	logger := s.logger.Named("capacity_watcher")
-	var prev *capacityView
+	prev := sc.startCapacity
+	if prev != nil {
+		sc.blocked.CapacityChanged(prev.index())
+	}
 	var index uint64
 	for attempt := 0; ; {
 		idx, err := s.waitForTables(ctx, index, state.TableAllocs, state.TableCSIVolumes, state.TableCSIPlugins)
@@ -258,9 +268,8 @@ func (s *server) watchCapacity(ctx context.Context, sc *Term) {
 			return
 		}
 		var cur *capacityView
-		grew := false
 		if err == nil {
-			cur, grew, err = readCapacity(s.config.State(), prev)
+			cur, err = s.capacityPass(sc, prev)
 		}
 		if err != nil {
 			logger.Warn("reading state failed; retrying", "error", err)
@@ -270,11 +279,21 @@ func (s *server) watchCapacity(ctx context.Context, sc *Term) {
 			attempt++
 			continue
 		}
-		if grew {
-			sc.blocked.CapacityChanged(cur.index())
-		}
 		attempt, index, prev = 0, max(idx, 1), cur
 	}
+}
+
+// capacityPass reads the capacity view and, when capacity grew since prev
+// (or prev is nil), tells the tracker.
+func (s *server) capacityPass(sc *Term, prev *capacityView) (*capacityView, error) {
+	cur, grew, err := readCapacity(s.config.State(), prev)
+	if err != nil {
+		return nil, err
+	}
+	if grew {
+		sc.blocked.CapacityChanged(cur.index())
+	}
+	return cur, nil
 }
 
 // capacityView is what watchCapacity remembers between passes: the table

@@ -167,3 +167,37 @@ func TestReadCapacity(t *testing.T) {
 		must.Eq(t, step.want, grew, must.Sprint(step.name))
 	}
 }
+
+// A placement committed between the term's start and the capacity
+// watcher's first pass is not capacity: the watcher compares with the
+// state read at the start, so the blocked eval this term's scheduler wrote
+// stays blocked. Without that baseline (prev nil, what a late first pass
+// used to do) the same pass retries it.
+func TestCapacityPass_TermStartIsTheBaseline(t *testing.T) {
+	store, err := state.NewStateStore(nil)
+	must.NoError(t, err)
+	job := &structs.Job{ID: "web", Namespace: "default", Type: structs.JobTypeService}
+	must.NoError(t, store.UpsertJob(9, job))
+	sc := NewTerm(Config{State: func() *state.StateStore { return store }})
+	sc.readStart()
+	must.NotNil(t, sc.startCapacity)
+	sc.blocked.CapacityChanged(sc.startCapacity.index()) // as watchCapacity does first
+
+	// The term's scheduler plans at 9, places one alloc at 10 and writes
+	// the blocked eval for the rest at 11.
+	sc.blocked.Hint("blocked", 9)
+	alloc := &structs.Allocation{ID: "a1", Namespace: "default", JobID: "web", Job: job, NodeID: "n1", Name: "web.web[0]"}
+	must.NoError(t, store.UpsertPlanResults(10, &structs.ApplyPlanResultsRequest{AllocsUpdated: []*structs.Allocation{alloc}}))
+	sc.blocked.Track(blockedEval("blocked", "web", 11))
+
+	_, err = sc.srv.capacityPass(sc, sc.startCapacity)
+	must.NoError(t, err)
+	unblock, _ := sc.blocked.take()
+	must.SliceEmpty(t, unblock)
+	must.Eq(t, 1, sc.blocked.Len())
+
+	_, err = sc.srv.capacityPass(sc, nil)
+	must.NoError(t, err)
+	unblock, _ = sc.blocked.take()
+	must.Eq(t, []string{"blocked"}, ids(unblock))
+}

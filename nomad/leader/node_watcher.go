@@ -21,12 +21,14 @@ import (
 //
 // So a node that registers (and starts heartbeating) gets its system
 // allocs, whichever endpoint made it ready, with no hook in the endpoints.
-// The first pass of a term only records the nodes and starts their
-// heartbeat deadlines: every non-down node gets TTL plus grace to
-// heartbeat the new leader.
+// Changes are diffed from the nodes Run read before the loops started
+// (Term.readStart): what the previous leader saw is not acted on again,
+// and a node that registers while the term starts is not missed. The
+// first pass starts the heartbeat deadlines: every non-down node gets TTL
+// plus grace to heartbeat the new leader.
 func (s *server) watchNodes(ctx context.Context, sc *Term) {
 	logger := s.logger.Named("node_watcher")
-	var prev map[string]*structs.Node
+	prev := sc.startNodes
 	var index uint64
 	for attempt := 0; ; {
 		idx, err := s.waitForTables(ctx, index, state.TableNodes)

@@ -83,6 +83,12 @@ type Term struct {
 	blocked    *blockedEvals
 	plans      *planQueue
 	heartbeats *heartbeats
+
+	// startCapacity and startNodes are what the watchers compare their
+	// first pass with, read by Run before any loop starts (nil when that
+	// read failed: the watchers then take their first pass as the start).
+	startCapacity *capacityView
+	startNodes    map[string]*structs.Node
 }
 
 // NewTerm makes a term's machinery; nothing runs until Run.
@@ -106,6 +112,7 @@ func (sc *Term) Run(ctx context.Context) {
 		s.feedEvals, s.applyPlans, s.unblockEvals, s.watchCapacity,
 		s.watchNodes, s.runHeartbeats, s.runDrainer, s.reapFailedEvals,
 	}
+	sc.readStart()
 	var wg sync.WaitGroup
 	wg.Go(func() { sc.broker.Run(ctx) })
 	for _, loop := range loops {
@@ -116,6 +123,23 @@ func (sc *Term) Run(ctx context.Context) {
 	}
 	wg.Wait()
 	sc.broker.flush()
+}
+
+// readStart reads the state the watchers start from, before any worker
+// can plan (see watchCapacity and watchNodes).
+func (sc *Term) readStart() {
+	store := sc.srv.config.State()
+	var err error
+	if sc.startCapacity, _, err = readCapacity(store, nil); err != nil {
+		sc.srv.logger.Warn("reading capacity at term start failed; the first pass stands in", "error", err)
+	}
+	snap, err := store.Snapshot()
+	if err == nil {
+		sc.startNodes, err = readNodes(snap)
+	}
+	if err != nil {
+		sc.srv.logger.Warn("reading nodes at term start failed; the first pass stands in", "error", err)
+	}
 }
 
 // Heartbeat records a heartbeat of nodeID: its deadline moves to now +
