@@ -96,9 +96,7 @@ var constraintOperators = []string{
 func (d *decoder) job(b *hcl.Block) *api.Job {
 	c := d.content(b.Body, jobSchema)
 	id := b.Labels[0]
-	if id == "" {
-		d.errorf(b.LabelRanges[0], `invalid job ID "": want a non-empty ID`)
-	}
+	d.pathElement(b.LabelRanges[0], "job ID", id)
 	j := &api.Job{ID: &id}
 	j.Name = d.strPtr(c.attrs["name"])
 	if t, ok := d.oneOf(c.attrs["type"], api.JobTypeService, api.JobTypeBatch, api.JobTypeSystem); ok {
@@ -189,9 +187,7 @@ func (d *decoder) restart(b *hcl.Block) *api.RestartPolicy {
 func (d *decoder) group(b *hcl.Block, jobType string) *api.TaskGroup {
 	c := d.content(b.Body, groupSchema)
 	name := b.Labels[0]
-	if name == "" {
-		d.errorf(b.LabelRanges[0], `invalid group name "": want a non-empty name`)
-	}
+	d.pathElement(b.LabelRanges[0], "group name", name)
 	g := &api.TaskGroup{Name: &name}
 	g.Count = d.intPtr(c.attrs["count"], 0, math.MaxInt32)
 	g.Constraints = d.constraints(c)
@@ -258,6 +254,7 @@ func (d *decoder) volumeRequest(b *hcl.Block, group string, count int, jobType s
 	c := d.content(b.Body, volumeSchema)
 	v := &api.VolumeRequest{Name: b.Labels[0]}
 	where := fmt.Sprintf("volume %q", v.Name)
+	d.pathElement(b.LabelRanges[0], "volume name", v.Name)
 
 	n := len(d.diags)
 	typ, typeOK := d.oneOf(c.attrs["type"], api.VolumeTypeCSI, api.VolumeTypeHost)
@@ -330,9 +327,7 @@ func (d *decoder) task(b *hcl.Block, g *api.TaskGroup) *api.Task {
 	c := d.content(b.Body, taskSchema)
 	t := &api.Task{Name: b.Labels[0]}
 	where := fmt.Sprintf("task %q", t.Name)
-	if t.Name == "" {
-		d.errorf(b.LabelRanges[0], `invalid task name "": want a non-empty name`)
-	}
+	d.pathElement(b.LabelRanges[0], "task name", t.Name)
 	n := len(d.diags)
 	t.Driver, _ = d.str(c.attrs["driver"])
 	d.missingIf(t.Driver == "", n, d.attrOr(c, "driver", b), `%s has no driver: want e.g. driver = "raw_exec" or driver = "exec"`, where)

@@ -646,3 +646,29 @@ func TestParse_Interpolation(t *testing.T) {
 		})
 	}
 }
+
+// TestParse_UnsafeNames: IDs and names that would escape a directory or
+// split a URL are refused at their label, with file:line:col.
+func TestParse_UnsafeNames(t *testing.T) {
+	cases := []struct {
+		name string
+		src  string
+		want string
+	}{
+		{"task ../x", "job \"j\" {\n  group \"g\" {\n    task \"../x\" {\n      driver = \"exec\"\n    }\n  }\n}\n",
+			`job.hcl:3,10: invalid task name "../x": must not contain / or \ (it is used as a single path element)`},
+		{"job a/b", "job \"a/b\" {\n  group \"g\" {\n    task \"t\" {\n      driver = \"exec\"\n    }\n  }\n}\n",
+			`job.hcl:1,5: invalid job ID "a/b": must not contain / or \ (it is used as a single path element)`},
+		{"group ..", "job \"j\" {\n  group \"..\" {\n    task \"t\" {\n      driver = \"exec\"\n    }\n  }\n}\n",
+			`job.hcl:2,9: invalid group name "..": it names a directory; pick another name`},
+		{"job with newline", "job \"a\\nb\" {\n  group \"g\" {\n    task \"t\" {\n      driver = \"exec\"\n    }\n  }\n}\n",
+			`job.hcl:1,5: invalid job ID "a\nb": must not contain control characters or invalid UTF-8`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("job.hcl", []byte(tc.src))
+			must.Error(t, err)
+			must.StrContains(t, err.Error(), tc.want)
+		})
+	}
+}

@@ -132,6 +132,8 @@ func (d *decoder) volume(body hcl.Body) *api.CSIVolume {
 	d.missingIf(v.ID == "", n, d.attrOrRange(c, "id", top), `missing id: want the volume's ID, e.g. id = "data"`)
 	if len(v.ID) > maxVolumeIDLength {
 		d.errorf(c.attrs["id"].Expr.Range(), "invalid id: want at most %d characters, got %d", maxVolumeIDLength, len(v.ID))
+	} else if problem := pathElementProblem(v.ID); v.ID != "" && problem != "" {
+		d.errorf(c.attrs["id"].Expr.Range(), "invalid id %q: %s", v.ID, problem)
 	}
 	v.Name, _ = d.str(c.attrs["name"])
 	v.Namespace, _ = d.str(c.attrs["namespace"])

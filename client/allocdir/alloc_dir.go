@@ -17,8 +17,10 @@ package allocdir
 
 import (
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // AllocDir is one alloc's directory tree.
@@ -50,9 +52,12 @@ func New(root, allocID string) *AllocDir {
 	return &AllocDir{Dir: dir, SharedDir: shared, LogDir: filepath.Join(shared, "logs")}
 }
 
-// TaskDir describes the dir of task name.
+// TaskDir describes the dir of task name. The servers refuse task names
+// that are not one safe path element; should one arrive anyway (an older
+// server), it is escaped so the dir stays inside the alloc dir, and Build
+// refuses it.
 func (d *AllocDir) TaskDir(name string) *TaskDir {
-	dir := filepath.Join(d.Dir, name)
+	dir := filepath.Join(d.Dir, pathElement(name))
 	return &TaskDir{
 		Name:       name,
 		Dir:        dir,
@@ -73,15 +78,20 @@ func (d *AllocDir) Build(tasks []string) error {
 		{d.Dir, 0o755},
 		{d.SharedDir, 0o755},
 		{filepath.Join(d.SharedDir, "data"), 0o755},
-		{filepath.Join(d.SharedDir, "tmp"), 0o1777},
+		// Shared tmp dirs are world-writable with the sticky bit. Go's
+		// FileMode spells the sticky bit os.ModeSticky; 0o1000 is not it.
+		{filepath.Join(d.SharedDir, "tmp"), 0o777 | os.ModeSticky},
 		{d.LogDir, 0o755},
 	}
 	for _, name := range tasks {
+		if !safeElement(name) {
+			return fmt.Errorf("building alloc dir: task name %q is not a single path element; rename the task", name)
+		}
 		td := d.TaskDir(name)
 		dirs = append(dirs, []struct {
 			path string
 			mode os.FileMode
-		}{{td.Dir, 0o755}, {td.LocalDir, 0o755}, {td.SecretsDir, 0o700}, {td.TmpDir, 0o1777}}...)
+		}{{td.Dir, 0o755}, {td.LocalDir, 0o755}, {td.SecretsDir, 0o700}, {td.TmpDir, 0o777 | os.ModeSticky}}...)
 	}
 	for _, dd := range dirs {
 		if err := os.MkdirAll(dd.path, dd.mode); err != nil {
@@ -105,4 +115,18 @@ func (d *AllocDir) Destroy() error {
 		return fmt.Errorf("removing alloc dir %s: %w", d.Dir, err)
 	}
 	return nil
+}
+
+// safeElement reports whether name joins under a directory as exactly one
+// element of it.
+func safeElement(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.ContainsAny(name, "/\\\x00")
+}
+
+// pathElement is name when it is safe, else name escaped so it is.
+func pathElement(name string) string {
+	if safeElement(name) {
+		return name
+	}
+	return "%" + url.PathEscape(strings.ReplaceAll(name, ".", "%2E"))
 }

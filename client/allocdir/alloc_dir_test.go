@@ -75,3 +75,38 @@ func TestParseMountsUnder(t *testing.T) {
 		"/data/alloc/a1/web/vol",
 	}, got)
 }
+
+// TestAllocDir_TaskNamesNeverEscape: a task name that is not one path
+// element is refused by Build, and its TaskDir stays inside the alloc
+// dir (the issue's `../../../../tmp/x` wrote outside it).
+func TestAllocDir_TaskNamesNeverEscape(t *testing.T) {
+	root := t.TempDir()
+	d := New(root, "a1")
+	for _, name := range []string{"../x", "../../../../tmp/x", "..", ".", "a/b", `a\b`, "a\x00b", ""} {
+		td := d.TaskDir(name)
+		rel, err := filepath.Rel(d.Dir, td.Dir)
+		must.NoError(t, err)
+		must.False(t, strings.HasPrefix(rel, "..") || rel == "." || strings.Contains(rel, "/"),
+			must.Sprintf("task %q: dir %s is not one element below the alloc dir", name, td.Dir))
+		err = d.Build([]string{name})
+		must.ErrorContains(t, err, "is not a single path element")
+	}
+	entries, err := os.ReadDir(root)
+	must.NoError(t, err)
+	for _, e := range entries {
+		must.Eq(t, "a1", e.Name())
+	}
+}
+
+// TestAllocDir_TmpDirsAreSticky: shared tmp dirs carry the sticky bit
+// (0o1777 is not os.ModeSticky in Go, which is how it was lost before).
+func TestAllocDir_TmpDirsAreSticky(t *testing.T) {
+	d := New(t.TempDir(), "a1")
+	must.NoError(t, d.Build([]string{"web"}))
+	for _, p := range []string{filepath.Join(d.SharedDir, "tmp"), d.TaskDir("web").TmpDir} {
+		fi, err := os.Stat(p)
+		must.NoError(t, err)
+		must.True(t, fi.Mode()&os.ModeSticky != 0, must.Sprintf("%s has mode %s, no sticky bit", p, fi.Mode()))
+		must.Eq(t, os.FileMode(0o777), fi.Mode().Perm())
+	}
+}

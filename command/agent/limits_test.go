@@ -147,3 +147,22 @@ func TestHTTPLimits_ErrorSize(t *testing.T) {
 }
 
 func bufioReader(c net.Conn) *bufio.Reader { return bufio.NewReader(c) }
+
+// TestHTTP_UnsafeNamesRefused: the issue's task named ../x and job ID
+// with / are refused with 400s naming the field.
+func TestHTTP_UnsafeNamesRefused(t *testing.T) {
+	a := newDevAgent(t)
+	job := sparseJob("ok")
+	job.TaskGroups[0].Tasks[0].Name = "../x"
+	code, msg := put(t, a, "/v1/jobs", bytes.NewReader(jobBody(t, job)))
+	must.Eq(t, http.StatusBadRequest, code)
+	must.StrContains(t, msg, `task name "../x" must not contain / or \`)
+
+	code, msg = put(t, a, "/v1/jobs", bytes.NewReader(jobBody(t, sparseJob("a/b"))))
+	must.Eq(t, http.StatusBadRequest, code)
+	must.StrContains(t, msg, `job ID "a/b" must not contain / or \`)
+
+	code, msg = put(t, a, "/v1/jobs", bytes.NewReader(jobBody(t, sparseJob("a\nb"))))
+	must.Eq(t, http.StatusBadRequest, code)
+	must.StrContains(t, msg, "control characters")
+}

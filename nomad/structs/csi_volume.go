@@ -129,10 +129,17 @@ func (v *CSIVolume) Sanitize() *CSIVolume {
 // Validate returns every problem with a volume spec at once.
 func (v *CSIVolume) Validate() error {
 	var errs []error
-	if v.ID == "" {
-		errs = append(errs, errors.New("missing volume ID"))
-	} else if len(v.ID) > 128 {
-		errs = append(errs, fmt.Errorf("volume ID %q is longer than 128 characters", v.ID[:32]+"..."))
+	if err := ValidatePathElement("volume ID", v.ID); err != nil {
+		errs = append(errs, err)
+	}
+	if v.RequestedCapacityMin < 0 || v.RequestedCapacityMax < 0 {
+		errs = append(errs, fmt.Errorf("capacity_min (%d) and capacity_max (%d) must not be negative",
+			v.RequestedCapacityMin, v.RequestedCapacityMax))
+	}
+	for name, m := range map[string]map[string]string{"parameters": v.Parameters, "context": v.Context, "secrets": v.Secrets} {
+		if n := mapBytes(m); n > MaxMapBytes {
+			errs = append(errs, fmt.Errorf("%s are %d bytes, over the limit of %d", name, n, MaxMapBytes))
+		}
 	}
 	if v.PluginID == "" {
 		errs = append(errs, errors.New("missing plugin ID"))

@@ -76,9 +76,10 @@ func (j *Job) LookupTaskGroup(name string) *TaskGroup {
 // Validate returns every problem with a job at once.
 func (j *Job) Validate() error {
 	var errs []error
-	if j.ID == "" {
-		errs = append(errs, errors.New("missing job ID"))
+	if err := ValidatePathElement("job ID", j.ID); err != nil {
+		errs = append(errs, err)
 	}
+	errs = append(errs, validateConstraints(j.Constraints)...)
 	if j.Name == "" {
 		errs = append(errs, errors.New("missing job name"))
 	}
@@ -197,9 +198,20 @@ func (tg *TaskGroup) LookupTask(name string) *Task {
 // Validate checks a group within job j.
 func (tg *TaskGroup) Validate(j *Job) error {
 	var errs []error
-	if tg.Name == "" {
-		errs = append(errs, errors.New("missing group name"))
+	if err := ValidatePathElement("group name", tg.Name); err != nil {
+		errs = append(errs, err)
 	}
+	if tg.RestartPolicy != nil {
+		if err := tg.RestartPolicy.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if tg.ReschedulePolicy != nil {
+		if err := tg.ReschedulePolicy.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, validateConstraints(tg.Constraints)...)
 	if tg.Count < 0 {
 		errs = append(errs, fmt.Errorf("count %d is negative", tg.Count))
 	}
@@ -308,6 +320,9 @@ func (v *VolumeRequest) ClaimMode() CSIVolumeClaimMode {
 // Validate checks a volume request named name in group tg of job j.
 func (v *VolumeRequest) Validate(j *Job, tg *TaskGroup, name string) error {
 	var errs []error
+	if err := ValidatePathElement("volume name", name); err != nil {
+		errs = append(errs, err)
+	}
 	switch v.Type {
 	case VolumeTypeCSI:
 		if !v.AccessMode.Valid() {
@@ -386,8 +401,20 @@ func (t *Task) Copy() *Task {
 // Validate checks a task within group tg.
 func (t *Task) Validate(tg *TaskGroup) error {
 	var errs []error
-	if t.Name == "" {
-		errs = append(errs, errors.New("missing task name"))
+	if err := ValidatePathElement("task name", t.Name); err != nil {
+		errs = append(errs, err)
+	}
+	if t.KillTimeout < 0 {
+		errs = append(errs, fmt.Errorf("kill_timeout %s is negative", t.KillTimeout))
+	}
+	if t.Resources != nil {
+		if err := t.Resources.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, validateConstraints(t.Constraints)...)
+	if n := mapBytes(t.Env) + mapBytes(t.Meta); n > MaxMapBytes {
+		errs = append(errs, fmt.Errorf("env and meta are %d bytes, over the limit of %d", n, MaxMapBytes))
 	}
 	if t.Driver == "" {
 		errs = append(errs, errors.New("missing driver"))
