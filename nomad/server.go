@@ -8,6 +8,13 @@
 //	forward → validate → raft apply (writes) or blocking query (reads) → reply metadata
 //
 // Errors cross RPC with a code (structs.ErrorCode), never matched by text.
+//
+// Where things live: endpoints in *_endpoint.go (shared halves in
+// endpoint_helpers.go), Raft and membership in raft.go, the RPC transport
+// in rpc.go, node sessions in node_session.go, the FSM in fsm.go. The
+// leader's loops (eval broker, blocked evals, plan applier, heartbeats,
+// drainer, node watcher, workers) are package nomad/leader; leader.go
+// starts them for each term, beside the CSI reapers (csi_gc.go).
 package nomad
 
 import (

@@ -89,14 +89,7 @@ func (s *server) snapshotMinIndex(ctx context.Context, index uint64) (*state.Sta
 // retryWait waits before retry attempt (0-based) of a failed leader
 // write, or returns false when ctx ends first.
 func retryWait(ctx context.Context, attempt int) bool {
-	t := time.NewTimer(helper.Backoff{Base: 50 * time.Millisecond, Max: 5 * time.Second}.Delay(attempt))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+	return helper.SleepCtx(ctx, helper.Backoff{Base: 50 * time.Millisecond, Max: 5 * time.Second}.Delay(attempt))
 }
 
 // LiveAllocJobEvals makes one pending eval per job with a live alloc on
