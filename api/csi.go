@@ -495,6 +495,9 @@ type CSIInfo struct {
 }
 
 // CSIControllerInfo is what a controller's ControllerGetCapabilities said.
+// The servers' type (nomad/structs) has exactly these fields; the agent
+// converts one to the other with a Go conversion, so the two cannot drift
+// apart without breaking the build. Capabilities names what is supported.
 type CSIControllerInfo struct {
 	SupportsCreateDelete             bool
 	SupportsAttachDetach             bool

@@ -158,18 +158,8 @@ func controllerCaps(m map[string]*api.CSIInfo) string {
 		if info == nil || info.ControllerInfo == nil {
 			continue
 		}
-		ci := info.ControllerInfo
-		for name, ok := range map[string]bool{
-			"CREATE_DELETE_VOLUME": ci.SupportsCreateDelete, "PUBLISH_UNPUBLISH_VOLUME": ci.SupportsAttachDetach,
-			"LIST_VOLUMES": ci.SupportsListVolumes, "GET_CAPACITY": ci.SupportsGetCapacity,
-			"CREATE_DELETE_SNAPSHOT": ci.SupportsCreateDeleteSnapshot, "LIST_SNAPSHOTS": ci.SupportsListSnapshots,
-			"CLONE_VOLUME": ci.SupportsClone, "PUBLISH_READONLY": ci.SupportsReadOnlyAttach,
-			"EXPAND_VOLUME": ci.SupportsExpand, "LIST_VOLUMES_PUBLISHED_NODES": ci.SupportsListVolumesAttachedNodes,
-			"VOLUME_CONDITION": ci.SupportsCondition, "GET_VOLUME": ci.SupportsGet,
-		} {
-			if ok {
-				set[name] = true
-			}
+		for _, name := range info.ControllerInfo.Capabilities() {
+			set[name] = true
 		}
 	}
 	return capList(set)
@@ -182,14 +172,8 @@ func nodeCaps(m map[string]*api.CSIInfo) string {
 		if info == nil || info.NodeInfo == nil {
 			continue
 		}
-		ni := info.NodeInfo
-		for name, ok := range map[string]bool{
-			"STAGE_UNSTAGE_VOLUME": ni.RequiresNodeStageVolume, "GET_VOLUME_STATS": ni.SupportsStats,
-			"EXPAND_VOLUME": ni.SupportsExpand, "VOLUME_CONDITION": ni.SupportsCondition,
-		} {
-			if ok {
-				set[name] = true
-			}
+		for _, name := range info.NodeInfo.Capabilities() {
+			set[name] = true
 		}
 	}
 	return capList(set)

@@ -49,6 +49,39 @@ func parseWrite(r *http.Request, w *structs.WriteRequest) {
 
 func ptr[T any](v T) *T { return &v }
 
+// each converts every element of in with f. A nil slice stays nil.
+func each[E, T any](in []E, f func(E) T) []T {
+	if in == nil {
+		return nil
+	}
+	out := make([]T, 0, len(in))
+	for _, e := range in {
+		out = append(out, f(e))
+	}
+	return out
+}
+
+// list is each for a list endpoint's answer: never nil, so the JSON is []
+// rather than null, as Nomad answers.
+func list[E, T any](in []E, f func(E) T) []T {
+	if out := each(in, f); out != nil {
+		return out
+	}
+	return []T{}
+}
+
+// eachValue converts every value of in with f. A nil map stays nil.
+func eachValue[K comparable, E, T any](in map[K]E, f func(E) T) map[K]T {
+	if in == nil {
+		return nil
+	}
+	out := make(map[K]T, len(in))
+	for k, e := range in {
+		out[k] = f(e)
+	}
+	return out
+}
+
 func deref[T any](p *T) T {
 	var zero T
 	if p == nil {

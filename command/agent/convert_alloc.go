@@ -38,11 +38,7 @@ func allocStubToAPI(a *structs.AllocListStub) *api.AllocationListStub {
 }
 
 func allocStubsToAPI(stubs []*structs.AllocListStub) []*api.AllocationListStub {
-	out := make([]*api.AllocationListStub, 0, len(stubs))
-	for _, a := range stubs {
-		out = append(out, allocStubToAPI(a))
-	}
-	return out
+	return list(stubs, allocStubToAPI)
 }
 
 func taskStatesToAPI(in map[string]*structs.TaskState) map[string]*api.TaskState {
@@ -93,9 +89,5 @@ func evalToAPI(e *structs.Evaluation) *api.Evaluation {
 }
 
 func evalsToAPI(evals []*structs.Evaluation) []*api.Evaluation {
-	out := make([]*api.Evaluation, 0, len(evals))
-	for _, e := range evals {
-		out = append(out, evalToAPI(e))
-	}
-	return out
+	return list(evals, evalToAPI)
 }

@@ -58,19 +58,14 @@ func apiVolumeToStructs(v *api.CSIVolume) *structs.CSIVolume {
 	return out
 }
 
+// apiTopologiesToStructs keeps a nil entry nil: validation names it.
 func apiTopologiesToStructs(ts []*api.CSITopology) []*structs.CSITopology {
-	if ts == nil {
-		return nil
-	}
-	out := make([]*structs.CSITopology, 0, len(ts))
-	for _, t := range ts {
+	return each(ts, func(t *api.CSITopology) *structs.CSITopology {
 		if t == nil {
-			out = append(out, nil) // validation names it
-			continue
+			return nil
 		}
-		out = append(out, &structs.CSITopology{Segments: maps.Clone(t.Segments)})
-	}
-	return out
+		return &structs.CSITopology{Segments: maps.Clone(t.Segments)}
+	})
 }
 
 func topologyToAPI(t *structs.CSITopology) *api.CSITopology {
@@ -81,14 +76,7 @@ func topologyToAPI(t *structs.CSITopology) *api.CSITopology {
 }
 
 func topologiesToAPI(ts []*structs.CSITopology) []*api.CSITopology {
-	if ts == nil {
-		return nil
-	}
-	out := make([]*api.CSITopology, 0, len(ts))
-	for _, t := range ts {
-		out = append(out, topologyToAPI(t))
-	}
-	return out
+	return each(ts, topologyToAPI)
 }
 
 // pluginHealth is what a volume shows of its plugin's health.
@@ -246,14 +234,7 @@ func pluginAllocIDs(p *structs.CSIPlugin) []string {
 // ---- CSI fingerprints ----------------------------------------------------
 
 func csiInfosToAPI(in map[string]*structs.CSIInfo) map[string]*api.CSIInfo {
-	if in == nil {
-		return nil
-	}
-	out := make(map[string]*api.CSIInfo, len(in))
-	for id, c := range in {
-		out[id] = csiInfoToAPI(c)
-	}
-	return out
+	return eachValue(in, csiInfoToAPI)
 }
 
 func csiInfoToAPI(c *structs.CSIInfo) *api.CSIInfo {
@@ -263,14 +244,9 @@ func csiInfoToAPI(c *structs.CSIInfo) *api.CSIInfo {
 		RequiresControllerPlugin: c.RequiresControllerPlugin, RequiresTopologies: c.RequiresTopologies,
 	}
 	if ci := c.ControllerInfo; ci != nil {
-		out.ControllerInfo = &api.CSIControllerInfo{
-			SupportsCreateDelete: ci.SupportsCreateDelete, SupportsAttachDetach: ci.SupportsAttachDetach,
-			SupportsListVolumes: ci.SupportsListVolumes, SupportsGetCapacity: ci.SupportsGetCapacity,
-			SupportsCreateDeleteSnapshot: ci.SupportsCreateDeleteSnapshot, SupportsListSnapshots: ci.SupportsListSnapshots,
-			SupportsClone: ci.SupportsClone, SupportsReadOnlyAttach: ci.SupportsReadOnlyAttach,
-			SupportsExpand: ci.SupportsExpand, SupportsListVolumesAttachedNodes: ci.SupportsListVolumesAttachedNodes,
-			SupportsCondition: ci.SupportsCondition, SupportsGet: ci.SupportsGet,
-		}
+		// The same fields (all bools): a conversion, which stops compiling
+		// when one side gains a field the other lacks.
+		out.ControllerInfo = ptr(api.CSIControllerInfo(*ci))
 	}
 	if ni := c.NodeInfo; ni != nil {
 		out.NodeInfo = &api.CSINodeInfo{

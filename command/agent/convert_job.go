@@ -33,18 +33,10 @@ func apiJobToStructs(j *api.Job) *structs.Job {
 	return out
 }
 
+// apiConstraintsToStructs turns a nil entry into an empty constraint,
+// which validation names. The two types have the same fields (strings).
 func apiConstraintsToStructs(cs []*api.Constraint) []*structs.Constraint {
-	if cs == nil {
-		return nil
-	}
-	out := make([]*structs.Constraint, 0, len(cs))
-	for _, c := range cs {
-		if c == nil {
-			c = &api.Constraint{}
-		}
-		out = append(out, &structs.Constraint{LTarget: c.LTarget, RTarget: c.RTarget, Operand: c.Operand})
-	}
-	return out
+	return each(cs, func(c *api.Constraint) *structs.Constraint { return ptr(structs.Constraint(deref(c))) })
 }
 
 func apiGroupToStructs(tg *api.TaskGroup) *structs.TaskGroup {
@@ -165,14 +157,7 @@ func jobToAPI(j *structs.Job, region string) *api.Job {
 }
 
 func constraintsToAPI(cs []*structs.Constraint) []*api.Constraint {
-	if cs == nil {
-		return nil
-	}
-	out := make([]*api.Constraint, 0, len(cs))
-	for _, c := range cs {
-		out = append(out, &api.Constraint{LTarget: c.LTarget, RTarget: c.RTarget, Operand: c.Operand})
-	}
-	return out
+	return each(cs, func(c *structs.Constraint) *api.Constraint { return ptr(api.Constraint(*c)) })
 }
 
 func groupToAPI(tg *structs.TaskGroup) *api.TaskGroup {

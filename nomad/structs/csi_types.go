@@ -242,7 +242,11 @@ func (n *CSINodeInfo) Copy() *CSINodeInfo {
 	return &out
 }
 
-// CSIControllerInfo is what ControllerGetCapabilities said.
+// CSIControllerInfo is what ControllerGetCapabilities said: the one type
+// that carries a controller's capabilities from the client's fingerprint
+// (plugins/csi fills it) to the servers. api.CSIControllerInfo must keep
+// the same fields: command/agent converts between them with a Go type
+// conversion.
 type CSIControllerInfo struct {
 	SupportsCreateDelete             bool
 	SupportsAttachDetach             bool
