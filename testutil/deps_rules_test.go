@@ -92,7 +92,7 @@ var importRules = []importRule{
 		third: []string{"github.com/hashicorp/go-hclog", "golang.org/x/sys"},
 		why:   "the client never reaches into the server's packages"},
 	{pkg: "client/state", what: "the client's bbolt state file",
-		berth: []string{"nomad/structs", "nomad/msgpack", "plugins/drivers"},
+		berth: []string{"nomad/structs", "nomad/msgpack", "plugins/drivers", "helper"},
 		third: []string{"go.etcd.io/bbolt", "github.com/hashicorp/go-msgpack"},
 		why:   "state persists data-model values and driver handles, nothing else"},
 	{pkg: "client/pluginmanager/csimanager", what: "one manager per CSI plugin: fingerprints, stage/publish, mount bookkeeping",
