@@ -126,6 +126,22 @@ func TestCompat_CSIVolumes(t *testing.T) {
 	must.ErrorContains(t, err, "404")
 	err = vols.Deregister("vol-2", true, nil)
 	must.ErrorContains(t, err, "404")
+
+	// Reads are exact, as Nomad's: once "compat-vol" is gone, reading it is
+	// a 404, never "compat-vol-2".
+	for _, id := range []string{"compat-vol", "compat-vol-2"} {
+		_, err := vols.Register(testVolume(id), nil)
+		must.NoError(t, err)
+	}
+	must.NoError(t, vols.Deregister("compat-vol", false, nil))
+	_, _, err = vols.Info("compat-vol", nil)
+	must.ErrorContains(t, err, "Unexpected response code: 404 (volume not found)")
+	_, _, err = vols.Info("compat-v", nil)
+	must.ErrorContains(t, err, "404")
+	_, _, err = client.Jobs().Info("comp", nil)
+	must.ErrorContains(t, err, "404")
+	_, _, err = client.CSIPlugins().Info("host", nil)
+	must.ErrorContains(t, err, "404")
 }
 
 func TestCompat_CSIPlugins(t *testing.T) {

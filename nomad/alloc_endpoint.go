@@ -27,7 +27,7 @@ func (a *AllocEndpoint) GetAlloc(args *structs.AllocSpecificRequest, reply *stru
 		return structs.NewError(structs.CodeInvalid, "alloc read: missing alloc ID")
 	}
 	return a.srv.blockingRPC(&args.QueryOptions, &reply.QueryMeta, func(ws memdb.WatchSet, snap *state.StateSnapshot) (uint64, error) {
-		alloc, err := lookupByPrefix("alloc", args.AllocID,
+		alloc, err := lookupExact("alloc", args.AllocID,
 			func() (*structs.Allocation, error) { return snap.AllocByID(ws, args.AllocID) },
 			func() (memdb.ResultIterator, error) {
 				return snap.AllocsByIDPrefix(ws, structs.AllNamespaces, args.AllocID)

@@ -609,7 +609,7 @@ func detachNode(snap *state.StateSnapshot, vol *structs.CSIVolume, id string) (s
 			"node ID prefix %q is ambiguous: volume %q has claims on nodes %s; give more of the ID",
 			id, vol.ID, strings.Join(matches, ", "))
 	}
-	node, err := lookupByPrefix("node", id,
+	node, err := lookupExact("node", id,
 		func() (*structs.Node, error) { return snap.NodeByID(nil, id) },
 		func() (memdb.ResultIterator, error) { return snap.NodesByIDPrefix(nil, id) },
 		func(n *structs.Node) string { return n.ID })

@@ -27,7 +27,7 @@ func (p *CSIPluginEndpoint) Get(args *structs.CSIPluginGetRequest, reply *struct
 		return structs.NewError(structs.CodeInvalid, "plugin read: missing plugin ID")
 	}
 	return p.srv.blockingRPC(&args.QueryOptions, &reply.QueryMeta, func(ws memdb.WatchSet, snap *state.StateSnapshot) (uint64, error) {
-		plug, err := lookupByPrefix("plugin", args.ID,
+		plug, err := lookupExact("plugin", args.ID,
 			func() (*structs.CSIPlugin, error) { return snap.CSIPluginByID(ws, args.ID) },
 			func() (memdb.ResultIterator, error) { return snap.CSIPluginsByIDPrefix(ws, args.ID) },
 			func(p *structs.CSIPlugin) string { return p.ID })

@@ -21,8 +21,10 @@ func TestCSIPlugin_GetAndList(t *testing.T) {
 	must.Eq(t, 2, one.Plugin.NodesExpected)
 	must.MapLen(t, 2, one.Plugin.Nodes)
 	must.Eq(t, "org.example.hostpath", one.Plugin.Provider)
-	must.NoError(t, s.RPC("CSIPlugin.Get", &structs.CSIPluginGetRequest{ID: "nf"}, &one))
+	must.NoError(t, s.RPC("CSIPlugin.Get", &structs.CSIPluginGetRequest{ID: "nfs"}, &one))
 	must.Eq(t, "nfs", one.Plugin.ID)
+	must.NoError(t, s.RPC("CSIPlugin.Get", &structs.CSIPluginGetRequest{ID: "nf"}, &one))
+	must.Nil(t, one.Plugin, must.Sprint("reads are exact"))
 	must.NoError(t, s.RPC("CSIPlugin.Get", &structs.CSIPluginGetRequest{ID: "nope"}, &one))
 	must.Nil(t, one.Plugin)
 

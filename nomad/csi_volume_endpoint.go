@@ -360,7 +360,7 @@ func (v *CSIVolumeEndpoint) Get(args *structs.CSIVolumeGetRequest, reply *struct
 	}
 	ns := args.RequestNamespace()
 	return v.srv.blockingRPC(&args.QueryOptions, &reply.QueryMeta, func(ws memdb.WatchSet, snap *state.StateSnapshot) (uint64, error) {
-		vol, err := lookupByPrefix("volume", args.ID,
+		vol, err := lookupExact("volume", args.ID,
 			func() (*structs.CSIVolume, error) {
 				if ns == structs.AllNamespaces {
 					return nil, nil

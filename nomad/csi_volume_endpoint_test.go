@@ -315,16 +315,19 @@ func TestCSIVolume_Deregister(t *testing.T) {
 	must.Nil(t, getVolume(t, s, "", "free"))
 }
 
-func TestCSIVolume_GetByPrefix(t *testing.T) {
+// TestCSIVolume_GetIsExact: after "data" is deregistered, a read of
+// "data" is not found — never "data-2" (a tool checking whether a volume
+// still exists must not see another one).
+func TestCSIVolume_GetIsExact(t *testing.T) {
 	s := cluster.NewServer(t, nil)
 	registerPluginNode(t, s, 1, "hostpath")
 	registerVolumes(t, s, "", testVolume("data", "hostpath"), testVolume("data-2", "hostpath"), testVolume("logs", "hostpath"))
 
-	must.Eq(t, "data", getVolume(t, s, "", "data").ID) // exact beats prefix
-	must.Eq(t, "logs", getVolume(t, s, "", "lo").ID)   // unique prefix
-	err := s.RPC("CSIVolume.Get", &structs.CSIVolumeGetRequest{ID: "da"}, &structs.CSIVolumeGetResponse{})
-	must.True(t, errors.Is(err, structs.ErrInvalid))
-	must.StrContains(t, err.Error(), `volume ID prefix "da" is ambiguous: it matches 2 volumes (data, data-2)`)
+	must.Eq(t, "data", getVolume(t, s, "", "data").ID)
+	must.Nil(t, getVolume(t, s, "", "lo"), must.Sprint("a unique prefix names nothing"))
+	must.NoError(t, s.RPC("CSIVolume.Deregister", &structs.CSIVolumeDeregisterRequest{VolumeIDs: []string{"data"}}, &structs.GenericResponse{}))
+	must.Nil(t, getVolume(t, s, "", "data"))
+	must.Eq(t, "data-2", getVolume(t, s, "", "data-2").ID)
 }
 
 func listVolumes(t *testing.T, s *cluster.Server, req *structs.CSIVolumeListRequest) *structs.CSIVolumeListResponse {

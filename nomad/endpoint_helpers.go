@@ -2,7 +2,6 @@ package nomad
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -231,15 +230,16 @@ func paginate[T, S any](iter memdb.ResultIterator, q *structs.QueryOptions, key 
 	return out, nil
 }
 
-// maxAmbiguousMatches bounds the IDs listed in an ambiguous-prefix error.
-const maxAmbiguousMatches = 10
 
-// lookupByPrefix finds one object by exact ID or, failing that, by a
-// unique ID prefix, as the CLI's "ID prefix matching" needs. exact looks
-// up the ID itself; byPrefix iterates over the objects whose ID starts
-// with it. It returns nil when nothing matches, and CodeInvalid listing the
-// matches when the prefix names more than one object.
-func lookupByPrefix[T any](kind, id string, exact func() (T, error), byPrefix func() (memdb.ResultIterator, error), idOf func(T) string) (T, error) {
+// lookupExact finds one object by its exact ID, as Nomad's single-object
+// GETs do: a prefix names nothing here (the CLI resolves prefixes through
+// ?prefix= on the lists), so a caller that asks whether "vol" still exists
+// never gets "vol-2" back. exact looks the ID up in the request's
+// namespace; byPrefix iterates over the objects whose ID starts with it,
+// for a request across all namespaces (?namespace=*), where only objects
+// whose ID equals id count. It returns nil when nothing matches, and
+// CodeInvalid naming the namespaces when the same ID exists in several.
+func lookupExact[T any](kind, id string, exact func() (T, error), byPrefix func() (memdb.ResultIterator, error), idOf func(T) string) (T, error) {
 	var zero T
 	obj, err := exact()
 	if err != nil || !isNil(obj) {
@@ -255,6 +255,9 @@ func lookupByPrefix[T any](kind, id string, exact func() (T, error), byPrefix fu
 	)
 	for raw := iter.Next(); raw != nil; raw = iter.Next() {
 		o := raw.(T)
+		if idOf(o) != id {
+			continue
+		}
 		if len(matches) == 0 {
 			found = o
 		}
@@ -266,15 +269,8 @@ func lookupByPrefix[T any](kind, id string, exact func() (T, error), byPrefix fu
 	case 1:
 		return found, nil
 	}
-	shown := matches
-	more := ""
-	if len(shown) > maxAmbiguousMatches {
-		shown = shown[:maxAmbiguousMatches]
-		more = fmt.Sprintf(" and %d more", len(matches)-maxAmbiguousMatches)
-	}
 	return zero, structs.NewError(structs.CodeInvalid,
-		"%s ID prefix %q is ambiguous: it matches %d %ss (%s%s); give more of the ID",
-		kind, id, len(matches), kind, strings.Join(shown, ", "), more)
+		"%s ID %q exists in %d namespaces; name the namespace (?namespace=)", kind, id, len(matches))
 }
 
 // isNil reports whether a pointer-typed T is nil.

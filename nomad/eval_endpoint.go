@@ -27,7 +27,7 @@ func (e *EvalEndpoint) GetEval(args *structs.EvalSpecificRequest, reply *structs
 		return structs.NewError(structs.CodeInvalid, "eval read: missing eval ID")
 	}
 	return e.srv.blockingRPC(&args.QueryOptions, &reply.QueryMeta, func(ws memdb.WatchSet, snap *state.StateSnapshot) (uint64, error) {
-		eval, err := lookupByPrefix("eval", args.EvalID,
+		eval, err := lookupExact("eval", args.EvalID,
 			func() (*structs.Evaluation, error) { return snap.EvalByID(ws, args.EvalID) },
 			func() (memdb.ResultIterator, error) {
 				return snap.EvalsByIDPrefix(ws, structs.AllNamespaces, args.EvalID)

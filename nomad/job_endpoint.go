@@ -144,7 +144,7 @@ func (j *JobEndpoint) GetJob(args *structs.JobSpecificRequest, reply *structs.Si
 	}
 	ns := args.RequestNamespace()
 	return j.srv.blockingRPC(&args.QueryOptions, &reply.QueryMeta, func(ws memdb.WatchSet, snap *state.StateSnapshot) (uint64, error) {
-		job, err := lookupByPrefix("job", args.JobID,
+		job, err := lookupExact("job", args.JobID,
 			func() (*structs.Job, error) {
 				if ns == structs.AllNamespaces {
 					return nil, nil

@@ -155,12 +155,12 @@ func TestJob_GetByPrefixAndList(t *testing.T) {
 	registerJob(t, s, prod)
 
 	must.Eq(t, "api", getJob(t, s, "", "api").ID)
-	must.Eq(t, "batch", getJob(t, s, "", "ba").ID)
-	must.Eq(t, "prod", getJob(t, s, "prod", "a").Namespace)
+	must.Nil(t, getJob(t, s, "", "ba"), must.Sprint("reads are exact: a prefix names nothing"))
+	must.Eq(t, "prod", getJob(t, s, "prod", "api").Namespace)
 	must.Nil(t, getJob(t, s, "", "zzz"))
-	err := s.RPC("Job.GetJob", &structs.JobSpecificRequest{JobID: "ap"}, &structs.SingleJobResponse{})
+	err := s.RPC("Job.GetJob", &structs.JobSpecificRequest{JobID: "api", QueryOptions: structs.QueryOptions{Namespace: "*"}}, &structs.SingleJobResponse{})
 	must.True(t, errors.Is(err, structs.ErrInvalid))
-	must.StrContains(t, err.Error(), "matches 2 jobs (api, api-gw)")
+	must.StrContains(t, err.Error(), `job ID "api" exists in 2 namespaces`)
 
 	list := func(q structs.QueryOptions) ([]string, string) {
 		var reply structs.JobListResponse

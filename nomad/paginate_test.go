@@ -93,34 +93,41 @@ func TestPaginate_BadFilter(t *testing.T) {
 	must.NotNil(t, p.Items)
 }
 
-func TestLookupByPrefix(t *testing.T) {
+// TestLookupExact: single-object reads are exact, as Nomad's are; a
+// prefix names nothing (the CLI resolves prefixes with ?prefix= lists),
+// and across namespaces an ID that exists in several is refused.
+func TestLookupExact(t *testing.T) {
 	s := pageStore(t)
-	ids := make([]string, 12)
-	vols := make([]*structs.CSIVolume, 12)
-	for i := range vols {
-		ids[i] = fmt.Sprintf("many-%02d", i)
-		vols[i] = &structs.CSIVolume{Namespace: "a", ID: ids[i], PluginID: "p"}
-	}
-	must.NoError(t, s.UpsertCSIVolumes(11, vols))
-	lookup := func(id string) (*structs.CSIVolume, error) {
-		return lookupByPrefix("volume", id,
-			func() (*structs.CSIVolume, error) { return s.CSIVolumeByID(nil, "a", id) },
-			func() (memdb.ResultIterator, error) { return s.CSIVolumesByIDPrefix(nil, "a", id) },
+	must.NoError(t, s.UpsertCSIVolumes(11, []*structs.CSIVolume{
+		{Namespace: "a", ID: "many-1", PluginID: "p"}, {Namespace: "a", ID: "many-10", PluginID: "p"},
+		{Namespace: "b", ID: "many-1", PluginID: "p"}, {Namespace: "b", ID: "only-b", PluginID: "p"},
+	}))
+	lookup := func(ns, id string) (*structs.CSIVolume, error) {
+		return lookupExact("volume", id,
+			func() (*structs.CSIVolume, error) {
+				if ns == structs.AllNamespaces {
+					return nil, nil
+				}
+				return s.CSIVolumeByID(nil, ns, id)
+			},
+			func() (memdb.ResultIterator, error) { return s.CSIVolumesByIDPrefix(nil, ns, id) },
 			func(v *structs.CSIVolume) string { return v.ID })
 	}
 	cases := []struct {
-		id, want, err string
+		ns, id, want, err string
 	}{
-		{id: "v1", want: "v1"},
-		{id: "v", err: `volume ID prefix "v" is ambiguous: it matches 2 volumes (v1, v2); give more of the ID`},
-		{id: "many-1", err: "matches 2 volumes (many-10, many-11)"},
-		{id: "many-11", want: "many-11"},
-		{id: "many", err: "matches 12 volumes (many-00, many-01, many-02, many-03, many-04, many-05, many-06, many-07, many-08, many-09 and 2 more)"},
-		{id: "zzz", want: ""},
+		{ns: "a", id: "v1", want: "a/v1"},
+		{ns: "a", id: "v", want: "", err: ""},
+		{ns: "a", id: "many-1", want: "a/many-1"},
+		{ns: "a", id: "many", want: ""},
+		{ns: "*", id: "only-b", want: "b/only-b"},
+		{ns: "*", id: "only", want: ""},
+		{ns: "*", id: "many-1", err: `volume ID "many-1" exists in 2 namespaces; name the namespace`},
+		{ns: "a", id: "zzz", want: ""},
 	}
 	for _, tc := range cases {
-		t.Run(tc.id, func(t *testing.T) {
-			v, err := lookup(tc.id)
+		t.Run(tc.ns+"/"+tc.id, func(t *testing.T) {
+			v, err := lookup(tc.ns, tc.id)
 			if tc.err != "" {
 				must.True(t, errors.Is(err, structs.ErrInvalid))
 				must.StrContains(t, err.Error(), tc.err)
@@ -128,10 +135,10 @@ func TestLookupByPrefix(t *testing.T) {
 			}
 			must.NoError(t, err)
 			if tc.want == "" {
-				must.Nil(t, v)
+				must.Nil(t, v, must.Sprint("a prefix names nothing"))
 				return
 			}
-			must.Eq(t, tc.want, v.ID)
+			must.Eq(t, tc.want, v.Namespace+"/"+v.ID)
 		})
 	}
 }

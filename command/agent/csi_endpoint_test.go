@@ -233,8 +233,8 @@ func TestHTTP_VolumeStatusCodes(t *testing.T) {
 	}{
 		{"list without type is empty", "GET", "/v1/volumes", nil, 200, "[]"},
 		{"list of host volumes is empty", "GET", "/v1/volumes?type=host", nil, 200, "[]"},
-		{"get by prefix", "GET", "/v1/volume/csi/data-", nil, 200, `"ID":"data-2"`},
-		{"ambiguous prefix", "GET", "/v1/volume/csi/da", nil, 400, "matches 2 volumes (data, data-2)"},
+		{"get is exact", "GET", "/v1/volume/csi/data-2", nil, 200, `"ID":"data-2"`},
+		{"a prefix names nothing", "GET", "/v1/volume/csi/data-", nil, 404, "volume not found"},
 		{"unknown volume", "GET", "/v1/volume/csi/nope", nil, 404, "volume not found"},
 		{"other namespace", "GET", "/v1/volume/csi/data?namespace=prod", nil, 404, "volume not found"},
 		{"unknown plugin", "PUT", "/v1/volume/csi/x", api.CSIVolumeRegisterRequest{Volumes: []*api.CSIVolume{apiVolume("x", "nfs")}},

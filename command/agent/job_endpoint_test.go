@@ -71,7 +71,7 @@ func TestHTTP_JobLifecycle(t *testing.T) {
 	allocs, _ := decode[[]*api.AllocationListStub](t, a, http.MethodGet, "/v1/job/db/allocations", nil)
 	must.SliceEmpty(t, allocs)
 
-	eval, _ := decode[api.Evaluation](t, a, http.MethodGet, "/v1/evaluation/"+reply.EvalID[:6], nil)
+	eval, _ := decode[api.Evaluation](t, a, http.MethodGet, "/v1/evaluation/"+reply.EvalID, nil)
 	must.Eq(t, reply.EvalID, eval.ID)
 	// The filter keeps exactly the matching evals. How many there are
 	// depends on the scheduler's timing (the agent's own node registering
@@ -123,8 +123,8 @@ func TestHTTP_JobStatusCodes(t *testing.T) {
 		code               int
 		want               string
 	}{
-		{"prefix", "GET", "/v1/job/api-", nil, 200, `"ID":"api-gw"`},
-		{"ambiguous prefix", "GET", "/v1/job/ap", nil, 400, "matches 2 jobs (api, api-gw)"},
+		{"exact", "GET", "/v1/job/api-gw", nil, 200, `"ID":"api-gw"`},
+		{"a prefix names nothing", "GET", "/v1/job/api-", nil, 404, "job not found"},
 		{"unknown", "GET", "/v1/job/nope", nil, 404, "job not found"},
 		{"invalid job", "PUT", "/v1/jobs", api.JobRegisterRequest{Job: badJob}, 400, `invalid job type "cron"`},
 		{"invalid job names every problem", "PUT", "/v1/jobs", api.JobRegisterRequest{Job: badJob}, 400, "missing driver"},

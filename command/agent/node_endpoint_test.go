@@ -49,7 +49,7 @@ func TestHTTP_Nodes(t *testing.T) {
 	allocs, _ := decode[[]*api.Allocation](t, a, http.MethodGet, "/v1/node/"+n1.ID+"/allocations", nil)
 	must.SliceLen(t, 2, allocs)
 	must.Eq(t, "alloc-1", allocs[0].ID)
-	alloc, _ := decode[api.Allocation](t, a, http.MethodGet, "/v1/allocation/alloc", nil)
+	alloc, _ := decode[api.Allocation](t, a, http.MethodGet, "/v1/allocation/alloc-1", nil)
 	must.Eq(t, "alloc-1", alloc.ID)
 	must.NotNil(t, alloc.Job)
 	list, _ := decode[[]*api.AllocationListStub](t, a, http.MethodGet, "/v1/allocations?filter="+url.QueryEscape(`JobID == "job-alloc-1"`), nil)
