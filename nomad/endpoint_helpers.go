@@ -230,7 +230,6 @@ func paginate[T, S any](iter memdb.ResultIterator, q *structs.QueryOptions, key 
 	return out, nil
 }
 
-
 // lookupExact finds one object by its exact ID, as Nomad's single-object
 // GETs do: a prefix names nothing here (the CLI resolves prefixes through
 // ?prefix= on the lists), so a caller that asks whether "vol" still exists
