@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/shoenig/test/must"
 	"google.golang.org/grpc/codes"
@@ -15,6 +16,7 @@ import (
 	"github.com/berth-io/berth/client/internal/testlog"
 	"github.com/berth-io/berth/client/state"
 	"github.com/berth-io/berth/plugins/csi"
+	"github.com/berth-io/berth/plugins/csi/fake"
 	"github.com/berth-io/berth/plugins/csi/hostpath"
 )
 
@@ -73,4 +75,32 @@ func TestManager_NodePluginThatCannotMountSaysWhy(t *testing.T) {
 		return u.typ == dynamicplugins.PluginTypeCSIController && u.info != nil
 	})
 	must.True(t, ctrl.info.Healthy, must.Sprintf("the controller mounts nothing: %s", ctrl.info.HealthDescription))
+}
+
+// A plugin whose task restarts as another version keeps its registration;
+// the manager notices it was gone and reads its identity and capabilities
+// again instead of keeping the old version's.
+func TestManager_PluginBackAsAnotherVersionIsReadAgain(t *testing.T) {
+	sock := socketPath(t)
+	p := fake.Start(t, sock)
+	h := newManagerHarness(t, state.NewMemDB(), t.TempDir(), func(c *Config) { c.FingerprintInterval = 20 * time.Millisecond })
+	h.register("fakeplug", dynamicplugins.PluginTypeCSINode, sock, "plugin-alloc")
+	first := h.updates.waitFor(t, "a healthy v1", func(u nodeUpdate) bool { return u.info != nil && u.info.Healthy })
+	must.Eq(t, "1.0.0", first.info.ProviderVersion)
+	must.True(t, first.info.RequiresControllerPlugin)
+	must.True(t, first.info.NodeInfo.RequiresNodeStageVolume)
+
+	p.Stop()
+	h.updates.waitFor(t, "the plugin gone", func(u nodeUpdate) bool { return u.info != nil && !u.info.Healthy })
+	p.Configure(func(s *fake.Settings) {
+		s.Version = "2.0.0"
+		s.PluginServices = nil // node-only now
+		s.NodeCapabilities = nil
+	})
+	must.NoError(t, p.Listen(sock))
+	again := h.updates.waitFor(t, "a healthy v2", func(u nodeUpdate) bool {
+		return u.info != nil && u.info.Healthy && u.info.ProviderVersion == "2.0.0"
+	})
+	must.False(t, again.info.RequiresControllerPlugin)
+	must.False(t, again.info.NodeInfo.RequiresNodeStageVolume)
 }

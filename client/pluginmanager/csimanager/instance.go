@@ -36,7 +36,7 @@ type instance struct {
 
 // fingerprintCache is what a pass learns once and keeps: plugin identity,
 // capabilities and, for node plugins, the node info, which do not change
-// while the plugin runs.
+// while the plugin runs. An unhealthy pass forgets it.
 type fingerprintCache struct {
 	provider, version string
 	pluginCaps        *csi.PluginCapabilitySet
@@ -61,6 +61,11 @@ func (i *instance) run(ctx context.Context) {
 		if info.Healthy {
 			failures = 0
 		} else {
+			// A plugin that stopped answering may come back as another
+			// version (its task restarted after an upgrade, same
+			// registration): learn its identity, capabilities and node
+			// info again rather than keep the old ones.
+			cache = fingerprintCache{}
 			wait = min(wait, i.m.cfg.FingerprintBackoff.Delay(failures))
 			failures++
 			i.logger.Debug("plugin unhealthy", "why", info.HealthDescription, "retry_in", wait)
