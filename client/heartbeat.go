@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/berth-io/berth/helper"
 	"github.com/berth-io/berth/nomad/structs"
 )
 
@@ -37,12 +38,8 @@ func (c *Client) heartbeatLoop(ctx context.Context) {
 	// heartbeat deadline for the node.
 	wait := time.Duration(0)
 	for {
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !helper.SleepCtx(ctx, wait) {
 			return
-		case <-t.C:
 		}
 
 		if time.Since(lastFingerprint) >= c.cfg.FingerprintInterval {
@@ -98,12 +95,8 @@ func (c *Client) registerUntilDone(ctx context.Context) (time.Duration, bool) {
 		}
 		d := c.cfg.RetryBackoff.Delay(attempt)
 		c.logger.Warn("registering node failed; retrying", "error", err, "retry_in", d)
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !helper.SleepCtx(ctx, d) {
 			return 0, false
-		case <-t.C:
 		}
 	}
 }

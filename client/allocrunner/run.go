@@ -10,6 +10,7 @@ import (
 
 	"github.com/berth-io/berth/client/allocrunner/taskrunner"
 	"github.com/berth-io/berth/client/state"
+	"github.com/berth-io/berth/helper"
 	"github.com/berth-io/berth/nomad/structs"
 )
 
@@ -146,11 +147,7 @@ func (r *Runner) postrun() {
 		if pending = failed; len(pending) == 0 {
 			break
 		}
-		t := time.NewTimer(r.postrunBackoff.Delay(attempt))
-		select {
-		case <-t.C:
-		case <-r.ctx.Done():
-			t.Stop()
+		if !helper.SleepCtx(r.ctx, r.postrunBackoff.Delay(attempt)) {
 			return
 		}
 	}

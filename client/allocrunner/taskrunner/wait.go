@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/berth-io/berth/helper"
 	"github.com/berth-io/berth/plugins/drivers"
 )
 
@@ -105,15 +106,8 @@ func (r *Runner) taskExited(res *drivers.ExitResult) {
 
 // sleep waits d, or returns the error of killCtx.
 func (r *Runner) sleep(d time.Duration) error {
-	if d <= 0 {
+	if !helper.SleepCtx(r.killCtx, d) {
 		return r.killCtx.Err()
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-r.killCtx.Done():
-		return r.killCtx.Err()
-	}
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/berth-io/berth/client/dynamicplugins"
+	"github.com/berth-io/berth/helper"
 	"github.com/berth-io/berth/nomad/structs"
 	"github.com/berth-io/berth/plugins/csi"
 )
@@ -70,12 +71,8 @@ func (i *instance) run(ctx context.Context) {
 			failures++
 			i.logger.Debug("plugin unhealthy", "why", info.HealthDescription, "retry_in", wait)
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !helper.SleepCtx(ctx, wait) {
 			return
-		case <-t.C:
 		}
 	}
 }
