@@ -302,6 +302,10 @@ type CSIVolume struct {
 	ReadAllocs  map[string]*Allocation
 	WriteAllocs map[string]*Allocation
 	Allocations []*AllocationListStub
+	// CurrentReaders and CurrentWriters count the claims that hold the
+	// volume, until each is freed (a releasing claim still holds it).
+	CurrentReaders int
+	CurrentWriters int
 
 	// Schedulable and the counts below are the plugin's health, copied
 	// onto the volume when it is read.

@@ -210,6 +210,21 @@ func TestCompat_JobWithVolume(t *testing.T) {
 	must.NoError(t, err)
 	must.SliceLen(t, 1, jobs)
 
+	// The placement's claim holds the volume from the moment it is
+	// reserved: Nomad-API tools that read CurrentWriters see it taken.
+	testutil.WaitForResult(t, func() (bool, error) {
+		stubs, _, err := client.CSIVolumes().List(nil)
+		if err != nil || len(stubs) != 1 {
+			return false, fmt.Errorf("volumes: %d, %v", len(stubs), err)
+		}
+		return stubs[0].CurrentWriters == 1 && stubs[0].CurrentReaders == 0,
+			fmt.Errorf("CurrentWriters %d, CurrentReaders %d", stubs[0].CurrentWriters, stubs[0].CurrentReaders)
+	})
+	vol, _, err := client.CSIVolumes().Info("data", nil)
+	must.NoError(t, err)
+	must.MapLen(t, 1, vol.WriteAllocs)
+	must.MapEmpty(t, vol.ReadAllocs)
+
 	// Without a scheduler and a client there may be no allocs yet: the
 	// call must work and decode.
 	allocs, qm, err := client.Jobs().Allocations("db", false, nil)

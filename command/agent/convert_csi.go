@@ -158,6 +158,7 @@ func volumeToAPI(v *structs.CSIVolume, h pluginHealth, allocs map[string]*struct
 		}
 		out.Claims = append(out.Claims, claimToAPI(c))
 	}
+	out.CurrentReaders, out.CurrentWriters = v.CurrentClaims()
 	for _, c := range v.PastClaims {
 		out.PastClaims = append(out.PastClaims, claimToAPI(c))
 	}
@@ -186,6 +187,7 @@ func volumeStubToAPI(v *structs.CSIVolumeListStub, h pluginHealth) *api.CSIVolum
 		NodesHealthy: h.NodesHealthy, NodesExpected: h.NodesExpected,
 		CreateIndex: v.CreateIndex, ModifyIndex: v.ModifyIndex,
 		State: api.CSIVolumeState(v.State), Claims: v.Claims,
+		CurrentReaders: v.CurrentReaders, CurrentWriters: v.CurrentWriters,
 	}
 }
 

@@ -399,6 +399,10 @@ type CSIVolumeListStub struct {
 	AccessMode     CSIVolumeAccessMode
 	AttachmentMode CSIVolumeAttachmentMode
 	Claims         int
+	// CurrentReaders and CurrentWriters count the live claims (any step
+	// before freed: a releasing claim still holds the volume) by mode.
+	CurrentReaders int
+	CurrentWriters int
 	Topologies     []*CSITopology
 	CreateIndex    uint64
 	ModifyIndex    uint64
@@ -406,13 +410,29 @@ type CSIVolumeListStub struct {
 
 // Stub returns the list view.
 func (v *CSIVolume) Stub() *CSIVolumeListStub {
-	return &CSIVolumeListStub{
+	stub := &CSIVolumeListStub{
 		ID: v.ID, Namespace: v.Namespace, Name: v.Name, ExternalID: v.ExternalID,
 		PluginID: v.PluginID, Provider: v.Provider, State: v.State,
 		AccessMode: v.AccessMode, AttachmentMode: v.AttachmentMode,
 		Claims: len(v.Claims), Topologies: copyTopologies(v.Topologies),
 		CreateIndex: v.CreateIndex, ModifyIndex: v.ModifyIndex,
 	}
+	stub.CurrentReaders, stub.CurrentWriters = v.CurrentClaims()
+	return stub
+}
+
+// CurrentClaims counts the live claims by mode. A claim counts until it
+// is freed: the volume is not free for another writer while a claim is
+// releasing.
+func (v *CSIVolume) CurrentClaims() (readers, writers int) {
+	for _, c := range v.Claims {
+		if c.Mode == CSIVolumeClaimRead {
+			readers++
+		} else {
+			writers++
+		}
+	}
+	return readers, writers
 }
 
 // CSIVolumeRegisterRequest registers or updates volumes.
