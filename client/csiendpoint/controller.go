@@ -11,14 +11,11 @@ import (
 // Controller is the CSIController endpoint: controller RPCs for the
 // servers, through this node's controller plugin instances. Every method
 // is as idempotent as the CSI RPC it makes.
-type Controller struct {
-	ctx context.Context
-	cfg Config
-}
+type Controller struct{ session }
 
 // NewController returns the endpoint; its plugin calls run under ctx.
 func NewController(ctx context.Context, cfg Config) *Controller {
-	return &Controller{ctx: ctx, cfg: cfg}
+	return &Controller{session{ctx: ctx, cfg: cfg}}
 }
 
 // controller returns the plugin's controller client, or a retryable error
@@ -35,10 +32,6 @@ func (e *Controller) controller(r *structs.ClientCSIControllerRequest) (csi.Clie
 func (e *Controller) failed(op string, r *structs.ClientCSIControllerRequest, err error) error {
 	return structs.WireError(structs.NewError(csi.ServerCode(err), "%s of volume %q by plugin %q on node %s: %v",
 		op, r.VolumeID, r.PluginID, e.cfg.NodeID, err))
-}
-
-func (e *Controller) callCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(e.ctx, CallTimeout)
 }
 
 // Publish runs ControllerPublishVolume.

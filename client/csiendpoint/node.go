@@ -9,14 +9,11 @@ import (
 )
 
 // Node is the CSINode endpoint: node-side CSI work the servers ask for.
-type Node struct {
-	ctx context.Context
-	cfg Config
-}
+type Node struct{ session }
 
 // NewNode returns the endpoint; its plugin calls run under ctx.
 func NewNode(ctx context.Context, cfg Config) *Node {
-	return &Node{ctx: ctx, cfg: cfg}
+	return &Node{session{ctx: ctx, cfg: cfg}}
 }
 
 // Detach unpublishes a volume for an alloc on this node: NodeUnpublish,
@@ -37,7 +34,7 @@ func (e *Node) Detach(args *structs.ClientCSINodeDetachRequest, _ *structs.Clien
 			"node %s cannot unpublish volume %q for alloc %s: its CSI node plugin %q is not running or not ready",
 			nodeID, args.VolumeID, args.AllocID, args.PluginID))
 	}
-	ctx, cancel := context.WithTimeout(e.ctx, CallTimeout)
+	ctx, cancel := e.callCtx()
 	defer cancel()
 	usage := &csimanager.UsageOptions{ReadOnly: args.ReadOnly, AttachmentMode: args.AttachmentMode, AccessMode: args.AccessMode}
 	ref := csimanager.VolumeRef{Namespace: args.Namespace, ID: args.VolumeID, ExternalID: args.ExternalID}

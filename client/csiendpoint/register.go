@@ -37,6 +37,18 @@ type Config struct {
 	Logger       hclog.Logger
 }
 
+// session is what both endpoints hold: the node session's ctx, which
+// bounds their plugin calls, and the client's Config.
+type session struct {
+	ctx context.Context
+	cfg Config
+}
+
+// callCtx is the ctx of one plugin call.
+func (s session) callCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(s.ctx, CallTimeout)
+}
+
 // Register adds the CSIController and CSINode endpoints to srv. Their
 // plugin calls run under ctx, the session's lifetime.
 func Register(ctx context.Context, srv *rpc.Server, cfg Config) error {
