@@ -33,13 +33,17 @@ type Config struct {
 }
 
 // DefaultConfig reads BERTH_ADDR (default http://127.0.0.1:4646),
-// BERTH_TOKEN and BERTH_NAMESPACE.
+// BERTH_TOKEN (NOMAD_TOKEN when unset, so Nomad habits carry over) and
+// BERTH_NAMESPACE.
 func DefaultConfig() *Config {
 	c := &Config{Address: "http://127.0.0.1:4646"}
 	if a := os.Getenv("BERTH_ADDR"); a != "" {
 		c.Address = a
 	}
 	c.Token = os.Getenv("BERTH_TOKEN")
+	if c.Token == "" {
+		c.Token = os.Getenv("NOMAD_TOKEN")
+	}
 	c.Namespace = os.Getenv("BERTH_NAMESPACE")
 	return c
 }

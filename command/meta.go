@@ -96,7 +96,7 @@ General Options:
     Defaults to BERTH_ADDR, else http://127.0.0.1:4646.
 
   -token=<secret>
-    ACL token; defaults to BERTH_TOKEN.
+    ACL token; defaults to BERTH_TOKEN, else NOMAD_TOKEN.
 
   -namespace=<ns>
     Namespace; defaults to BERTH_NAMESPACE, else "default".

@@ -5,6 +5,7 @@ import (
 
 	"github.com/hashicorp/go-memdb"
 
+	"github.com/berth-io/berth/nomad/acl"
 	"github.com/berth-io/berth/nomad/state"
 	"github.com/berth-io/berth/nomad/structs"
 )
@@ -33,6 +34,9 @@ func (a *AllocEndpoint) GetAlloc(args *structs.AllocSpecificRequest, reply *stru
 				return snap.AllocsByIDPrefix(ws, structs.AllNamespaces, args.AllocID)
 			},
 			func(a *structs.Allocation) string { return a.ID })
+		if err == nil && alloc != nil {
+			err = a.srv.readableIn(&args.QueryOptions, acl.CapReadJob, alloc.Namespace)
+		}
 		if err != nil {
 			return 0, err
 		}
@@ -55,6 +59,9 @@ func (a *AllocEndpoint) List(args *structs.GenericRequest, reply *structs.AllocL
 	ns := args.RequestNamespace()
 	return a.srv.blockingRPC(&args.QueryOptions, &reply.QueryMeta, func(ws memdb.WatchSet, snap *state.StateSnapshot) (uint64, error) {
 		iter, err := snap.AllocsByIDPrefix(ws, ns, args.Prefix)
+		if err == nil {
+			iter, err = visible(a.srv, &args.QueryOptions, acl.CapReadJob, iter, func(a *structs.Allocation) string { return a.Namespace })
+		}
 		if err != nil {
 			return 0, err
 		}

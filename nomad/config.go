@@ -54,6 +54,14 @@ type Config struct {
 	// RaftTimeout bounds one Raft apply.
 	RaftTimeout time.Duration
 
+	// ACLEnabled makes every request carry a token its policies allow
+	// (agent config acl { enabled = true }).
+	ACLEnabled bool
+	// AuditLogPath is the audit log file; empty records nothing.
+	// AuditLogMaxBytes rotates it (0: audit.DefaultMaxBytes).
+	AuditLogPath     string
+	AuditLogMaxBytes int64
+
 	// RPCHoldTimeout is how long a request waits for a leader to appear
 	// before failing with "no cluster leader".
 	RPCHoldTimeout time.Duration

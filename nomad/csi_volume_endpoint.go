@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/go-memdb"
 
+	"github.com/berth-io/berth/nomad/acl"
 	"github.com/berth-io/berth/nomad/state"
 	"github.com/berth-io/berth/nomad/structs"
 )
@@ -414,6 +415,9 @@ func (v *CSIVolumeEndpoint) List(args *structs.CSIVolumeListRequest, reply *stru
 				(args.PluginID != "" && vol.PluginID != args.PluginID) ||
 				!strings.HasPrefix(vol.ID, args.Prefix)
 		})
+		if iter, err = visible(v.srv, &args.QueryOptions, acl.CapCSIListVolume, iter, func(v *structs.CSIVolume) string { return v.Namespace }); err != nil {
+			return 0, err
+		}
 		p, err := paginate(iter, &args.QueryOptions,
 			func(v *structs.CSIVolume) pageKey { return nsKey(v.Namespace, v.ID) },
 			(*structs.CSIVolume).Stub)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/hashicorp/go-memdb"
 
+	"github.com/berth-io/berth/nomad/acl"
 	"github.com/berth-io/berth/nomad/state"
 	"github.com/berth-io/berth/nomad/structs"
 )
@@ -33,6 +34,9 @@ func (e *EvalEndpoint) GetEval(args *structs.EvalSpecificRequest, reply *structs
 				return snap.EvalsByIDPrefix(ws, structs.AllNamespaces, args.EvalID)
 			},
 			func(e *structs.Evaluation) string { return e.ID })
+		if err == nil && eval != nil {
+			err = e.srv.readableIn(&args.QueryOptions, acl.CapReadJob, eval.Namespace)
+		}
 		if err != nil {
 			return 0, err
 		}
@@ -55,6 +59,9 @@ func (e *EvalEndpoint) List(args *structs.GenericRequest, reply *structs.EvalLis
 	ns := args.RequestNamespace()
 	return e.srv.blockingRPC(&args.QueryOptions, &reply.QueryMeta, func(ws memdb.WatchSet, snap *state.StateSnapshot) (uint64, error) {
 		iter, err := snap.EvalsByIDPrefix(ws, ns, args.Prefix)
+		if err == nil {
+			iter, err = visible(e.srv, &args.QueryOptions, acl.CapReadJob, iter, func(e *structs.Evaluation) string { return e.Namespace })
+		}
 		if err != nil {
 			return 0, err
 		}

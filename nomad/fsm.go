@@ -141,6 +141,10 @@ func (f *FSM) Apply(log *raft.Log) any {
 		err = f.applyCSIVolumeClaim(buf, index)
 	case structs.CSIPluginDeleteRequestType:
 		err = f.applyCSIPluginDelete(buf, index)
+	case structs.ACLPolicyUpsertRequestType, structs.ACLPolicyDeleteRequestType,
+		structs.ACLTokenUpsertRequestType, structs.ACLTokenDeleteRequestType,
+		structs.ACLTokenBootstrapRequestType:
+		err = f.applyACL(msgType, buf, index)
 	default:
 		if ignoreUnknown {
 			f.logger.Warn("ignoring unknown raft message type", "type", uint8(msgType), "index", index)
@@ -336,6 +340,8 @@ const (
 	fsmSnapEval      fsmSnapshotRecord = 5
 	fsmSnapCSIVolume fsmSnapshotRecord = 6
 	fsmSnapCSIPlugin fsmSnapshotRecord = 7
+	fsmSnapACLPolicy fsmSnapshotRecord = 8
+	fsmSnapACLToken  fsmSnapshotRecord = 9
 )
 
 // fsmSnapshotVersion is the snapshot format this server writes and reads.
@@ -396,6 +402,8 @@ func (s *fsmSnapshot) persist(w io.Writer) error {
 			return s.snap.CSIVolumes(nil, structs.AllNamespaces)
 		}},
 		{fsmSnapCSIPlugin, state.TableCSIPlugins, func() (memdb.ResultIterator, error) { return s.snap.CSIPlugins(nil) }},
+		{fsmSnapACLPolicy, state.TableACLPolicies, func() (memdb.ResultIterator, error) { return s.snap.ACLPolicies(nil, "") }},
+		{fsmSnapACLToken, state.TableACLTokens, func() (memdb.ResultIterator, error) { return s.snap.ACLTokens(nil, "") }},
 	}
 	for _, t := range tables {
 		iter, err := t.iter()
@@ -480,6 +488,10 @@ func readFSMSnapshot(r io.Reader, restore *state.StateRestore) error {
 			err = decodeRecord(dec, restore.CSIVolumeRestore)
 		case fsmSnapCSIPlugin:
 			err = decodeRecord(dec, restore.CSIPluginRestore)
+		case fsmSnapACLPolicy:
+			err = decodeRecord(dec, restore.ACLPolicyRestore)
+		case fsmSnapACLToken:
+			err = decodeRecord(dec, restore.ACLTokenRestore)
 		default:
 			return fmt.Errorf("unknown snapshot record type %d (written by a newer server?)", record)
 		}

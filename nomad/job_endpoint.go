@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-memdb"
 
 	"github.com/berth-io/berth/helper"
+	"github.com/berth-io/berth/nomad/acl"
 	"github.com/berth-io/berth/nomad/scheduler"
 	"github.com/berth-io/berth/nomad/state"
 	"github.com/berth-io/berth/nomad/structs"
@@ -175,6 +176,9 @@ func (j *JobEndpoint) List(args *structs.GenericRequest, reply *structs.JobListR
 	ns := args.RequestNamespace()
 	return j.srv.blockingRPC(&args.QueryOptions, &reply.QueryMeta, func(ws memdb.WatchSet, snap *state.StateSnapshot) (uint64, error) {
 		iter, err := snap.JobsByIDPrefix(ws, ns, args.Prefix)
+		if err == nil {
+			iter, err = visible(j.srv, &args.QueryOptions, acl.CapListJobs, iter, func(j *structs.Job) string { return j.Namespace })
+		}
 		if err != nil {
 			return 0, err
 		}

@@ -88,7 +88,7 @@ func (s *Server) serveRPC(conn net.Conn) {
 	// ServeCodec runs each request in its own goroutine, so a blocking
 	// query never holds up a heartbeat sent on the same connection. It
 	// returns when the connection closes (Shutdown closes tracked conns).
-	s.rpcServer.ServeCodec(msgpack.NewRPCCodec(conn))
+	s.rpcServer.ServeCodec(newAuthCodec(s, msgpack.NewRPCCodec(conn)))
 }
 
 // trackConn remembers open RPC connections so Shutdown can close them and

@@ -35,7 +35,10 @@ import (
 
 	"github.com/berth-io/berth/helper"
 	"github.com/berth-io/berth/nomad/connlimit"
+	"github.com/berth-io/berth/nomad/audit"
+	"github.com/berth-io/berth/nomad/auth"
 	"github.com/berth-io/berth/nomad/state"
+	"github.com/berth-io/berth/nomad/structs"
 )
 
 // Server is one Berth server.
@@ -66,6 +69,11 @@ type Server struct {
 	sessions nodeSessions
 	// csiControllers calls CSI controller plugins through node sessions.
 	csiControllers *csiControllers
+
+	// resolver turns request secrets into identities; audit records
+	// writes (see acl_endpoint.go).
+	resolver *auth.Resolver
+	audit    *serverAudit
 
 	// leaderNotify receives Raft's leadership changes.
 	leaderNotify <-chan bool
@@ -110,6 +118,16 @@ func NewServer(config *Config) (*Server, error) {
 		cancel:    cancel,
 	}
 	s.csiControllers = &csiControllers{s: s}
+	s.resolver = auth.NewResolver(config.ACLEnabled)
+	s.audit = &serverAudit{logger: s.logger.Named("audit")}
+	if config.AuditLogPath != "" {
+		l, err := audit.Open(config.AuditLogPath, config.AuditLogMaxBytes)
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		s.audit.log = l
+	}
 	if err := s.setupNodeID(); err != nil {
 		cancel()
 		return nil, err
@@ -251,6 +269,7 @@ func (s *Server) Shutdown() error {
 		s.closeConns()
 		s.pool.Close()
 		s.wg.Wait()
+		s.audit.log.Close()
 		if s.raftStoreClose != nil {
 			if e := s.raftStoreClose(); e != nil && err == nil {
 				err = fmt.Errorf("closing raft log: %w", e)
@@ -264,15 +283,21 @@ func (s *Server) Shutdown() error {
 // the same dispatch, forwarding and errors as a remote one.
 func (s *Server) RPC(method string, args, reply any) error {
 	codec := &inmemCodec{method: method, args: args, reply: reply}
-	if err := s.rpcServer.ServeRequest(codec); err != nil {
-		return err
+	if err := s.rpcServer.ServeRequest(newAuthCodec(s, codec)); err != nil {
+		// A request refused while decoding (authorization) comes back
+		// from ServeRequest itself, still wire-encoded.
+		return structs.DecodeWireError(err)
 	}
 	return codec.err
 }
 
 // registerEndpoints exposes every endpoint on the RPC server.
 func (s *Server) registerEndpoints() error {
-	for name, ep := range s.endpoints() {
+	eps := s.endpoints()
+	if err := checkRPCTable(eps); err != nil {
+		return err
+	}
+	for name, ep := range eps {
 		if err := s.rpcServer.RegisterName(name, ep); err != nil {
 			return fmt.Errorf("server: registering rpc endpoint %s: %w", name, err)
 		}
@@ -292,5 +317,6 @@ func (s *Server) endpoints() map[string]any {
 		"CSIVolume": &CSIVolumeEndpoint{srv: s},
 		"CSIPlugin": &CSIPluginEndpoint{srv: s},
 		"System":    &System{srv: s},
+		"ACL":       &ACL{srv: s},
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"path/filepath"
 	"strconv"
 
 	"github.com/hashicorp/go-hclog"
@@ -85,6 +86,15 @@ func (a *Agent) setupServer(logOutput io.Writer) error {
 	sc.BootstrapExpect = cfg.Server.BootstrapExpect
 	sc.ServerJoin = cfg.Server.ServerJoin
 	sc.RPCMaxConnsPerClient = cfg.rpcMaxConnsPerClient()
+	sc.ACLEnabled = cfg.ACLEnabled()
+	if cfg.ACL != nil && cfg.ACL.AuditLog != "" {
+		sc.AuditLogPath = cfg.ACL.AuditLog
+	} else if !cfg.DevMode && sc.DataDir != "" {
+		sc.AuditLogPath = filepath.Join(sc.DataDir, "server", "audit.log")
+	}
+	if cfg.ACL != nil {
+		sc.AuditLogMaxBytes = int64(cfg.ACL.AuditLogMaxMB) << 20
+	}
 	ip := net.ParseIP(cfg.BindAddr)
 	sc.RPCAddr = &net.TCPAddr{IP: ip, Port: cfg.Ports.RPCPort()}
 	if cfg.Advertise.RPC != "" {

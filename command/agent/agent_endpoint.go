@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strconv"
+
+	"github.com/berth-io/berth/nomad/structs"
 )
 
 // agentSelf is Nomad's /v1/agent/self shape: lowercase top-level keys,
@@ -30,6 +32,9 @@ type agentMember struct {
 func (s *HTTPServer) agentSelfRequest(w http.ResponseWriter, r *http.Request) (any, error) {
 	if r.Method != http.MethodGet {
 		return nil, methodNotAllowed(r)
+	}
+	if err := s.authorizeHTTP(r, structs.HTTPAgentSelf, ""); err != nil {
+		return nil, err
 	}
 	cfg := s.agent.config
 	out := agentSelf{

@@ -37,7 +37,23 @@ func (s *HTTPServer) clientFSLogs(w http.ResponseWriter, r *http.Request) (any, 
 	if s.agent.client == nil {
 		return nil, CodedError(http.StatusBadRequest, fmt.Sprintf("this agent runs no client; %s", s.whereIsAlloc(r, req.allocID)))
 	}
+	if err := s.authorizeLogs(r, s.agent.client, req.allocID); err != nil {
+		return nil, err
+	}
 	return nil, s.serveAllocLogs(w, r, s.agent.client, req)
+}
+
+// authorizeLogs needs read-logs in the namespace of the alloc (looked up
+// by the servers, so the caller cannot name a namespace it holds rights
+// in for an alloc of another).
+func (s *HTTPServer) authorizeLogs(r *http.Request, src logSource, id string) error {
+	full := id
+	if m := resolveLocalAlloc(src.AllocIDs(), id); m != "" {
+		full = m
+	}
+	args := structs.ACLAuthorizeRequest{Endpoint: structs.HTTPClientLogs, AllocID: full, QueryOptions: structs.QueryOptions{AuthToken: authToken(r)}}
+	var reply structs.ACLAuthorizeResponse
+	return s.agent.RPC(structs.MethodACLAuthorize, &args, &reply)
 }
 
 // logSource is what serving logs needs from the client.

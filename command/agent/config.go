@@ -35,6 +35,7 @@ type Config struct {
 	Client    *ClientConfig    `hcl:"client,block"`
 	Plugins   []*PluginConfig  `hcl:"plugin,block"`
 	Limits    *LimitsConfig    `hcl:"limits,block"`
+	ACL       *ACLConfig       `hcl:"acl,block"`
 
 	// DevMode is set by -dev, never by a file.
 	DevMode bool
@@ -81,6 +82,22 @@ type ServerConfig struct {
 	Enabled         *bool    `hcl:"enabled,optional"`
 	BootstrapExpect int      `hcl:"bootstrap_expect,optional"`
 	ServerJoin      []string `hcl:"server_join,optional"`
+}
+
+// ACLConfig is the `acl {}` block. With enabled = true every request
+// needs a token its policies allow (bootstrap the first with `berth acl
+// bootstrap`); -dev agents keep ACLs off unless the block says otherwise.
+type ACLConfig struct {
+	Enabled *bool `hcl:"enabled,optional"`
+	// AuditLog is the audit log file on servers; "" puts it under
+	// data_dir (no audit log for -dev unless set). AuditLogMaxMB rotates it.
+	AuditLog      string `hcl:"audit_log,optional"`
+	AuditLogMaxMB int    `hcl:"audit_log_max_mb,optional"`
+}
+
+// ACLEnabled reports whether acl.enabled is true.
+func (c *Config) ACLEnabled() bool {
+	return c.ACL != nil && c.ACL.Enabled != nil && *c.ACL.Enabled
 }
 
 // ClientConfig is the `client {}` block.
@@ -302,6 +319,22 @@ func (c *Config) Merge(o *Config) *Config {
 			a.RPC = o.Advertise.RPC
 		}
 		out.Advertise = &a
+	}
+	if o.ACL != nil {
+		a := ACLConfig{}
+		if out.ACL != nil {
+			a = *out.ACL
+		}
+		if o.ACL.Enabled != nil {
+			a.Enabled = o.ACL.Enabled
+		}
+		if o.ACL.AuditLog != "" {
+			a.AuditLog = o.ACL.AuditLog
+		}
+		if o.ACL.AuditLogMaxMB != 0 {
+			a.AuditLogMaxMB = o.ACL.AuditLogMaxMB
+		}
+		out.ACL = &a
 	}
 	if o.Server != nil {
 		s := *out.Server

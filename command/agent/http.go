@@ -92,6 +92,12 @@ func (s *HTTPServer) registerHandlers() {
 	s.mux.HandleFunc("/v1/system/gc", s.wrap(s.systemGC))
 	s.mux.HandleFunc("/v1/agent/self", s.wrap(s.agentSelfRequest))
 	s.mux.HandleFunc("/v1/client/fs/logs/", s.wrap(s.clientFSLogs))
+	s.mux.HandleFunc("/v1/acl/bootstrap", s.wrap(s.aclBootstrap))
+	s.mux.HandleFunc("/v1/acl/policies", s.wrap(s.aclPolicies))
+	s.mux.HandleFunc("/v1/acl/policy/", s.wrap(s.aclPolicy))
+	s.mux.HandleFunc("/v1/acl/tokens", s.wrap(s.aclTokens))
+	s.mux.HandleFunc("/v1/acl/token", s.wrap(s.aclToken))
+	s.mux.HandleFunc("/v1/acl/token/", s.wrap(s.aclToken))
 	installMetrics()
 	s.mux.HandleFunc("/v1/metrics", s.wrap(s.metricsRequest))
 	s.mux.HandleFunc("/", s.wrap(func(w http.ResponseWriter, r *http.Request) (any, error) {
@@ -228,6 +234,15 @@ func authToken(r *http.Request) string {
 		return strings.TrimSpace(strings.TrimPrefix(a, "Bearer "))
 	}
 	return ""
+}
+
+// authorizeHTTP applies the endpoint table's rule for an endpoint the
+// agent serves itself (not through an RPC), via ACL.Authorize on the
+// servers. ns is the namespace of the object, "" when there is none.
+func (s *HTTPServer) authorizeHTTP(r *http.Request, endpoint, ns string) error {
+	args := structs.ACLAuthorizeRequest{Endpoint: endpoint, QueryOptions: structs.QueryOptions{Namespace: ns, AuthToken: authToken(r)}}
+	var reply structs.ACLAuthorizeResponse
+	return s.agent.RPC(structs.MethodACLAuthorize, &args, &reply)
 }
 
 // setMeta writes the blocking-query headers.

@@ -64,3 +64,14 @@ func (r *StateRestore) CSIPluginRestore(p *structs.CSIPlugin) error {
 
 // IndexRestore restores one row of the index table.
 func (r *StateRestore) IndexRestore(e *IndexEntry) error { return r.insert(TableIndex, e) }
+
+// ACLPolicyRestore restores a policy.
+func (r *StateRestore) ACLPolicyRestore(p *structs.ACLPolicy) error {
+	return r.insert(TableACLPolicies, p)
+}
+
+// ACLTokenRestore restores a token (with its secret hash, never a secret).
+func (r *StateRestore) ACLTokenRestore(t *structs.ACLToken) error {
+	t.SecretID = ""
+	return r.insert(TableACLTokens, t)
+}

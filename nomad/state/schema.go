@@ -11,13 +11,15 @@ import (
 // Table names. They are also the keys of the index table, so
 // Index(TableNodes) is the Raft index of the last write to the nodes table.
 const (
-	TableNodes      = "nodes"
-	TableJobs       = "jobs"
-	TableAllocs     = "allocs"
-	TableEvals      = "evals"
-	TableCSIVolumes = "csi_volumes"
-	TableCSIPlugins = "csi_plugins"
-	TableIndex      = "index"
+	TableNodes       = "nodes"
+	TableJobs        = "jobs"
+	TableAllocs      = "allocs"
+	TableEvals       = "evals"
+	TableCSIVolumes  = "csi_volumes"
+	TableCSIPlugins  = "csi_plugins"
+	TableIndex       = "index"
+	TableACLPolicies = "acl_policies"
+	TableACLTokens   = "acl_tokens"
 )
 
 // Index names. Every table has IndexID; append "_prefix" to an index name
@@ -90,6 +92,19 @@ func schema() *memdb.DBSchema {
 			Name: TableCSIPlugins,
 			Indexes: map[string]*memdb.IndexSchema{
 				IndexID: {Name: IndexID, Unique: true, Indexer: str("ID")},
+			},
+		},
+		TableACLPolicies: {
+			Name: TableACLPolicies,
+			Indexes: map[string]*memdb.IndexSchema{
+				IndexID: {Name: IndexID, Unique: true, Indexer: str("Name")},
+			},
+		},
+		TableACLTokens: {
+			Name: TableACLTokens,
+			Indexes: map[string]*memdb.IndexSchema{
+				IndexID:       {Name: IndexID, Unique: true, Indexer: str("AccessorID")},
+				IndexSecretID: {Name: IndexSecretID, Unique: true, Indexer: str("SecretHash")},
 			},
 		},
 		TableIndex: {

@@ -24,12 +24,17 @@ const (
 	CSIPluginDeleteRequestType       MessageType = 14
 	AllocDeleteRequestType           MessageType = 15
 	NodeBatchUpdateStatusRequestType MessageType = 16
+	ACLPolicyUpsertRequestType       MessageType = 17
+	ACLPolicyDeleteRequestType       MessageType = 18
+	ACLTokenUpsertRequestType        MessageType = 19
+	ACLTokenDeleteRequestType        MessageType = 20
+	ACLTokenBootstrapRequestType     MessageType = 21
 
 	// lastMessageType is the highest type above. Bump it when appending
 	// one: the leader refuses to propose, and followers refuse to
 	// store, a type above it (TestFSM_EveryKnownTypeIsApplied checks
 	// the FSM handles each).
-	lastMessageType = NodeBatchUpdateStatusRequestType
+	lastMessageType = ACLTokenBootstrapRequestType
 )
 
 // Known reports whether t (without IgnoreUnknownTypeFlag) is a type this

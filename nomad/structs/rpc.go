@@ -151,3 +151,26 @@ func (w *WriteRequest) IsRead() bool         { return false }
 func (w *WriteRequest) AllowStaleRead() bool { return false }
 func (w *WriteRequest) IsForwarded() bool    { return w.Forwarded }
 func (w *WriteRequest) SetForwarded()        { w.Forwarded = true }
+
+// GetAuthToken returns the secret the request carries (an ACL token's, or a
+// node's for the client's own RPCs).
+func (q *QueryOptions) GetAuthToken() string { return q.AuthToken }
+
+// GetAuthToken returns the secret the request carries.
+func (w *WriteRequest) GetAuthToken() string { return w.AuthToken }
+
+// SetAuthToken sets the secret the request carries.
+func (q *QueryOptions) SetAuthToken(t string) { q.AuthToken = t }
+
+// SetAuthToken sets the secret the request carries.
+func (w *WriteRequest) SetAuthToken(t string) { w.AuthToken = t }
+
+// AuthRequest is what authorization reads from every request.
+type AuthRequest interface {
+	GetAuthToken() string
+	SetAuthToken(string)
+	RequestNamespace() string
+}
+
+// WriteIndex is the Raft index a write was applied at (for the audit log).
+func (w *WriteMeta) WriteIndex() uint64 { return w.Index }
