@@ -1,6 +1,10 @@
 package client
 
-import "context"
+import (
+	"context"
+
+	"github.com/berth-io/berth/nomad/structs"
+)
 
 // RPCer reaches the servers: the in-process server in -dev, a server pool
 // otherwise. The client calls Node.Register, Node.UpdateStatus,
@@ -24,6 +28,12 @@ type ContextRPCer interface {
 // the server down right after the client). Callers must not touch reply
 // after an error.
 func (c *Client) rpc(ctx context.Context, method string, args, reply any) error {
+	// Every request the client sends carries its node secret: the
+	// servers take it as the node's identity (node RPCs and claims
+	// refuse anyone else).
+	if ar, ok := args.(structs.AuthRequest); ok && ar.GetAuthToken() == "" {
+		ar.SetAuthToken(c.nodeSecret())
+	}
 	if cr, ok := c.cfg.RPC.(ContextRPCer); ok {
 		return cr.RPCContext(ctx, method, args, reply)
 	}

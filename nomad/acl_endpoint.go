@@ -1,6 +1,7 @@
 package nomad
 
 import (
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net/rpc"
@@ -594,4 +595,19 @@ func (s *Server) readableIn(q *structs.QueryOptions, capability, ns string) erro
 		return err
 	}
 	return structs.PermissionDenied(fmt.Sprintf("%s in namespace %s", capability, ns))
+}
+
+// checkReregister lets a node that is already known register again only
+// with its own secret: anyone may register a new node, nobody may take
+// over an existing one (or lock its client out by replacing the secret).
+func (s *Server) checkReregister(n *structs.Node) error {
+	prev, err := s.fsm.State().NodeByID(nil, n.ID)
+	if err != nil || prev == nil {
+		return err
+	}
+	if subtle.ConstantTimeCompare([]byte(prev.SecretID), []byte(n.SecretID)) != 1 {
+		return structs.NewError(structs.CodePermissionDenied,
+			"Permission denied: node %s is registered with another secret; a node keeps its secret for life (remove the client's data_dir to join as a new node)", n.ID)
+	}
+	return nil
 }

@@ -28,6 +28,9 @@ func (n *NodeEndpoint) Register(args *structs.NodeRegisterRequest, reply *struct
 	if err := args.Node.Validate(); err != nil {
 		return err
 	}
+	if err := n.srv.checkReregister(args.Node); err != nil {
+		return err
+	}
 	// Copy: the caller's node (in-process callers) must not change under it.
 	args.Node = args.Node.Copy()
 	if args.Node.Status == "" {

@@ -2,6 +2,7 @@ package nomad
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -234,7 +235,7 @@ func (s *Server) serveNodeSession(ctx context.Context, conn net.Conn) {
 	case node == nil:
 		logger.Warn("node session refused: unknown node; the client registers first", "node_id", id.NodeID)
 		return
-	case node.SecretID != id.SecretID:
+	case subtle.ConstantTimeCompare([]byte(node.SecretID), []byte(id.SecretID)) != 1:
 		logger.Warn("node session refused: wrong secret for the node", "node_id", id.NodeID)
 		return
 	}

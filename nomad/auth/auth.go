@@ -23,6 +23,10 @@ type Identity struct {
 	Node *structs.Node
 	// Anonymous is set when the request carried no secret.
 	Anonymous bool
+	// ACLsOff is set when the server enforces no ACLs. Node-only
+	// endpoints then also take callers without a node secret, as Nomad
+	// does; a node that sends its secret is still held to its own node.
+	ACLsOff bool
 }
 
 // AccessorID names the caller for the audit log.
@@ -77,7 +81,7 @@ var ErrTokenNotFound = structs.NewError(structs.CodePermissionDenied, "Permissio
 func (r *Resolver) Resolve(st State, secret string, now time.Time) (*Identity, error) {
 	if secret == "" {
 		if !r.Enabled {
-			return &Identity{ACL: acl.Management(), Anonymous: true}, nil
+			return &Identity{ACL: acl.Management(), Anonymous: true, ACLsOff: true}, nil
 		}
 		a, err := r.compile(st, []string{structs.AnonymousPolicyName})
 		if err != nil {
@@ -94,7 +98,7 @@ func (r *Resolver) Resolve(st State, secret string, now time.Time) (*Identity, e
 			return nil, structs.NewError(structs.CodePermissionDenied, "Permission denied: ACL token %s expired", tok.AccessorID)
 		}
 		if !r.Enabled || tok.IsManagement() {
-			return &Identity{ACL: acl.Management(), Token: tok}, nil
+			return &Identity{ACL: acl.Management(), Token: tok, ACLsOff: !r.Enabled}, nil
 		}
 		a, err := r.compile(st, tok.Policies)
 		if err != nil {
@@ -109,12 +113,12 @@ func (r *Resolver) Resolve(st State, secret string, now time.Time) (*Identity, e
 	if node != nil && subtle.ConstantTimeCompare([]byte(node.SecretID), []byte(secret)) == 1 {
 		id := &Identity{ACL: acl.Deny(), Node: node}
 		if !r.Enabled {
-			id.ACL = acl.Management()
+			id.ACL, id.ACLsOff = acl.Management(), true
 		}
 		return id, nil
 	}
 	if !r.Enabled {
-		return &Identity{ACL: acl.Management()}, nil
+		return &Identity{ACL: acl.Management(), ACLsOff: true}, nil
 	}
 	return nil, ErrTokenNotFound
 }
@@ -242,8 +246,7 @@ func (c *Check) rule(args any) error {
 	case Management:
 		return allow(a.IsManagement(), "management rights")
 	case NodeOnly:
-		if c.ID.Node == nil && a.IsManagement() && c.ID.Token == nil {
-			// ACLs off and no node secret sent.
+		if c.ID.Node == nil && c.ID.ACLsOff {
 			return nil
 		}
 		if c.ID.Node == nil {

@@ -67,6 +67,9 @@ func upsertNodeTxn(txn *writeTxn, node *structs.Node) error {
 	n := node.Copy()
 	if prev != nil {
 		n.CreateIndex = prev.CreateIndex
+		// A node's secret is its identity: a registration never
+		// changes it (the endpoint refuses a different one first).
+		n.SecretID = prev.SecretID
 		n.DrainStrategy = prev.DrainStrategy // immutable once stored: safe to share
 		n.SchedulingEligibility = prev.SchedulingEligibility
 	} else {
