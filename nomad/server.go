@@ -34,9 +34,9 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/berth-io/berth/helper"
-	"github.com/berth-io/berth/nomad/connlimit"
 	"github.com/berth-io/berth/nomad/audit"
 	"github.com/berth-io/berth/nomad/auth"
+	"github.com/berth-io/berth/nomad/connlimit"
 	"github.com/berth-io/berth/nomad/state"
 	"github.com/berth-io/berth/nomad/structs"
 )
