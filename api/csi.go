@@ -302,6 +302,9 @@ type CSIVolume struct {
 	ReadAllocs  map[string]*Allocation
 	WriteAllocs map[string]*Allocation
 	Allocations []*AllocationListStub
+	// Created is set when Berth made the volume (`volume create`) rather
+	// than registering one that existed (Berth only).
+	Created bool `json:",omitempty"`
 	// CurrentReaders and CurrentWriters count the claims that hold the
 	// volume, until each is freed (a releasing claim still holds it).
 	CurrentReaders int

@@ -2,6 +2,7 @@ package command
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/berth-io/berth/api"
 )
@@ -11,7 +12,11 @@ func init() {
 }
 
 // VolumeDeleteCommand deletes a volume in the storage provider.
-type VolumeDeleteCommand struct{ Meta }
+type VolumeDeleteCommand struct {
+	Meta
+	// stdin answers the confirmation; nil means os.Stdin.
+	stdin io.Reader
+}
 
 func (c *VolumeDeleteCommand) Synopsis() string { return "Delete a CSI volume in the storage provider" }
 
@@ -22,7 +27,15 @@ func (c *VolumeDeleteCommand) Help() string {
   and deregisters it. Its data is gone. The volume is named by its ID or a
   unique prefix; it must have no claims.
 
+  A volume that was registered (it existed before Berth knew it), not
+  made by 'berth volume create', is deleted only after you confirm, or
+  with -yes. To make Berth forget a volume and keep its data, use
+  'berth volume deregister'.
+
 Delete Options:
+
+  -yes
+    Do not ask before deleting a volume Berth did not create.
 
   -secret=<key>=<value>
     A secret for the plugin's DeleteVolume call; repeat for more.
@@ -33,6 +46,7 @@ func (c *VolumeDeleteCommand) Run(args []string) int {
 	fs := c.flagSet("volume delete", false)
 	secrets := kvFlag{}
 	fs.Var(secrets, "secret", "")
+	yes := fs.Bool("yes", false, "")
 	if err := fs.Parse(args); err != nil {
 		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
 	}
@@ -48,6 +62,19 @@ func (c *VolumeDeleteCommand) Run(args []string) int {
 	if err != nil {
 		c.ui.Error("%v", err)
 		return 1
+	}
+	if !*yes {
+		vol, _, err := client.CSIVolumes().Info(stub.ID, &api.QueryOptions{Namespace: stub.Namespace})
+		if err != nil {
+			c.ui.Error("%s", c.apiErr(fmt.Sprintf("reading volume %q", stub.ID), err))
+			return 1
+		}
+		if !vol.Created && !confirm(c.ui, c.stdin, fmt.Sprintf(
+			"Volume %q was registered, not created by Berth: plugin %q will DELETE it and its data in the storage provider "+
+				"(to keep the data, run 'berth volume deregister %s' instead). Delete it?", stub.ID, vol.PluginID, stub.ID)) {
+			c.ui.Output("Volume %q not deleted", stub.ID)
+			return 1
+		}
 	}
 	req := &api.CSIVolumeDeleteRequest{ExternalVolumeID: stub.ID, Secrets: api.CSISecrets(secrets)}
 	if err := client.CSIVolumes().DeleteOpts(req, &api.WriteOptions{Namespace: stub.Namespace}); err != nil {

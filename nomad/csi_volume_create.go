@@ -88,7 +88,8 @@ func (v *CSIVolumeEndpoint) createOne(sc *scheduling, vol *structs.CSIVolume) (*
 	}
 	if existing != nil && existing.State != structs.CSIVolumeStateCreating {
 		return nil, 0, structs.NewError(structs.CodeConflict,
-			"volume %q already exists (%s); choose another ID, or 'berth volume delete %s' first", vol.ID, stateOf(existing), vol.ID)
+			"volume %q already exists (%s); choose another ID, or 'berth volume deregister %s' first if Berth should forget it "+
+				"(that keeps the data in the storage provider)", vol.ID, stateOf(existing), vol.ID)
 	}
 	if existing == nil {
 		if errs := prepareVolumeRegister(snap, vol, time.Now().UnixNano()); len(errs) > 0 {
@@ -107,6 +108,7 @@ func (v *CSIVolumeEndpoint) createOne(sc *scheduling, vol *structs.CSIVolume) (*
 	}
 	if existing == nil {
 		vol.State = structs.CSIVolumeStateCreating
+		vol.Created = true
 		if _, _, err := v.srv.raftApply(structs.CSIVolumeRegisterRequestType, &structs.CSIVolumeRegisterRequest{
 			Volumes: []*structs.CSIVolume{vol}, Timestamp: time.Now().UnixNano(),
 		}); err != nil {

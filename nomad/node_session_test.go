@@ -287,9 +287,12 @@ func TestCSIVolumeCreate_RecordsCreatingAndFinishesOnRetry(t *testing.T) {
 	must.Eq(t, int64(1<<30), vol.Capacity)
 	must.Eq(t, "fake", vol.Context["made-by"])
 
-	// Creating it again is a conflict, not a second volume.
+	// Creating it again is a conflict, not a second volume; the fix it
+	// names never destroys data (delete would).
 	_, err = create()
 	must.ErrorIs(t, err, structs.ErrConflict)
+	must.StrContains(t, err.Error(), "'berth volume deregister db'")
+	must.StrNotContains(t, err.Error(), "volume delete")
 }
 
 func TestCSIVolumeCreate_RefusedByThePluginKeepsNothing(t *testing.T) {

@@ -133,7 +133,7 @@ func volumeToAPI(v *structs.CSIVolume, h pluginHealth, allocs map[string]*struct
 		ControllersHealthy: h.ControllersHealthy, ControllersExpected: h.ControllersExpected,
 		NodesHealthy: h.NodesHealthy, NodesExpected: h.NodesExpected,
 		CreateIndex: v.CreateIndex, ModifyIndex: v.ModifyIndex, CreateTime: v.CreateTime, ModifyTime: v.ModifyTime,
-		State: api.CSIVolumeState(v.State),
+		State: api.CSIVolumeState(v.State), Created: v.Created,
 	}
 	for _, c := range v.RequestedCapabilities {
 		out.RequestedCapabilities = append(out.RequestedCapabilities, &api.CSIVolumeCapability{

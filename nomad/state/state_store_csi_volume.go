@@ -91,6 +91,7 @@ func upsertCSIVolumeTxn(txn *writeTxn, vol *structs.CSIVolume) error {
 		v.Claims, v.PastClaims = existing.Claims, existing.PastClaims
 		v.AccessMode, v.AttachmentMode = existing.AccessMode, existing.AttachmentMode
 		v.CreateIndex, v.CreateTime = existing.CreateIndex, existing.CreateTime
+		v.Created = v.Created || existing.Created // a re-register does not forget who made it
 	} else {
 		v.Claims, v.PastClaims = nil, nil
 		v.AccessMode, v.AttachmentMode = "", ""

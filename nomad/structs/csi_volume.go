@@ -33,6 +33,10 @@ type CSIVolume struct {
 	ProviderVersion string
 
 	State CSIVolumeState
+	// Created is set when Berth made the volume in the storage provider
+	// (`volume create`), not registered one that existed: `volume delete`
+	// asks before deleting a volume Berth did not make.
+	Created bool
 
 	RequestedCapabilities []*CSIVolumeCapability
 
