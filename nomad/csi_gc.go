@@ -27,11 +27,31 @@ import (
 // volumewatcher, or CodeNoLeader when this server is not running leader
 // duties (yet, or any more).
 func (s *Server) csiTerm() (*scheduling, error) {
-	sc := s.sched.Load()
-	if sc == nil || sc.volumes == nil {
-		return nil, structs.NewError(structs.CodeNoLeader, "no cluster leader: leader duties are not running on this server; retry")
+	// A leader whose duties are starting (elected and caught up, the
+	// term's loops not running yet) is waited for: a request that arrives
+	// in that window is not the caller's problem. Any other server, or a
+	// term that does not start within RaftTimeout, answers CodeNoLeader,
+	// which callers retry.
+	deadline := time.NewTimer(s.config.RaftTimeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if sc := s.sched.Load(); sc != nil && sc.volumes != nil {
+			return sc, nil
+		}
+		if !s.IsLeader() {
+			break
+		}
+		select {
+		case <-tick.C:
+			continue
+		case <-deadline.C:
+		case <-s.ctx.Done():
+		}
+		break
 	}
-	return sc, nil
+	return nil, structs.NewError(structs.CodeNoLeader, "no cluster leader: leader duties are not running on this server; retry")
 }
 
 // newVolumeWatcher makes the term's volumewatcher.
