@@ -59,14 +59,28 @@ func schedNode(i int) *structs.Node {
 func joinNode(t *testing.T, s *cluster.Server, n *structs.Node) *structs.NodeUpdateResponse {
 	t.Helper()
 	var reply structs.NodeUpdateResponse
-	must.NoError(t, s.RPC("Node.Register", &structs.NodeRegisterRequest{Node: n}, &reply))
+	rpcWhileNoLeader(t, s, "Node.Register", &structs.NodeRegisterRequest{Node: n}, &reply)
 	return heartbeat(t, s, n.ID)
+}
+
+// rpcWhileNoLeader calls method on s, and again while the answer is
+// CodeNoLeader, as a client does: on a loaded machine the tests' short
+// Raft timings can move leadership right after an election, and a write
+// caught in the move fails with that code. Any other error fails the test.
+func rpcWhileNoLeader(t *testing.T, s *cluster.Server, method string, args, reply any) {
+	t.Helper()
+	var err error
+	testutil.WaitForResult(t, func() (bool, error) {
+		err = s.RPC(method, args, reply)
+		return structs.CodeOf(err) != structs.CodeNoLeader, err
+	})
+	must.NoError(t, err)
 }
 
 func heartbeat(t *testing.T, s *cluster.Server, nodeID string) *structs.NodeUpdateResponse {
 	t.Helper()
 	var reply structs.NodeUpdateResponse
-	must.NoError(t, s.RPC("Node.UpdateStatus", &structs.NodeUpdateStatusRequest{NodeID: nodeID, Status: structs.NodeStatusReady}, &reply))
+	rpcWhileNoLeader(t, s, "Node.UpdateStatus", &structs.NodeUpdateStatusRequest{NodeID: nodeID, Status: structs.NodeStatusReady}, &reply)
 	return &reply
 }
 

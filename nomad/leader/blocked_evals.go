@@ -247,7 +247,7 @@ func (s *server) writeUnblock(unblock, cancel []*structs.Evaluation) error {
 }
 
 // watchCapacity tells the tracker when allocs, volumes or plugins change
-// in a way that may let blocked evals place (capacityView.grew).
+// in a way that may let blocked evals place (readCapacity).
 //
 // Its baseline is the view Run read before any worker started
 // (Term.readStart), not its own first read, which may come late: a
@@ -284,14 +284,14 @@ func (s *server) watchCapacity(ctx context.Context, sc *Term) {
 }
 
 // capacityPass reads the capacity view and, when capacity grew since prev
-// (or prev is nil), tells the tracker.
+// (or prev is nil), tells the tracker at which index.
 func (s *server) capacityPass(sc *Term, prev *capacityView) (*capacityView, error) {
-	cur, grew, err := readCapacity(s.config.State(), prev)
+	cur, grewAt, err := readCapacity(s.config.State(), prev)
 	if err != nil {
 		return nil, err
 	}
-	if grew {
-		sc.blocked.CapacityChanged(cur.index())
+	if grewAt > 0 {
+		sc.blocked.CapacityChanged(grewAt)
 	}
 	return cur, nil
 }
@@ -308,17 +308,24 @@ type volumeKey struct{ ns, id string }
 
 func (v *capacityView) index() uint64 { return max(v.allocs, v.volumes, v.plugins) }
 
-// readCapacity reads the current view and whether capacity grew since
-// prev (always, on the first pass). Only what changed since prev is
-// compared: volumes whose ModifyIndex passed prev's volumes index, each
+// readCapacity reads the current view and the index at which capacity
+// last grew since prev (0 when it did not). Only what changed since prev
+// is compared: volumes whose ModifyIndex passed prev's volumes index, each
 // against its version in prev's snapshot (a register of N volumes would
 // otherwise cost N² over the N writes). When allocs changed it scans them
 // for ones stopped since prev: linear in the allocs table, once per
 // allocs write (a ModifyIndex index in the store would make it cheaper).
-func readCapacity(store *state.StateStore, prev *capacityView) (*capacityView, bool, error) {
+//
+// The index is that of the growth itself — the plugins table's, a grown
+// volume's, a stopped alloc's — not the latest index of the three tables:
+// a pass that runs late must not date a plugin change after placements
+// committed since, or it would retry blocked evals planned after the
+// change. On the first pass (prev nil) nothing is known, so the view's
+// index counts.
+func readCapacity(store *state.StateStore, prev *capacityView) (*capacityView, uint64, error) {
 	snap, err := store.Snapshot()
 	if err != nil {
-		return nil, false, err
+		return nil, 0, err
 	}
 	cur := &capacityView{snap: snap}
 	for _, t := range []struct {
@@ -326,44 +333,48 @@ func readCapacity(store *state.StateStore, prev *capacityView) (*capacityView, b
 		out   *uint64
 	}{{state.TableAllocs, &cur.allocs}, {state.TableCSIVolumes, &cur.volumes}, {state.TableCSIPlugins, &cur.plugins}} {
 		if *t.out, err = snap.Index(t.table); err != nil {
-			return nil, false, err
+			return nil, 0, err
 		}
 	}
-	if prev == nil || cur.plugins > prev.plugins {
-		return cur, true, nil
+	if prev == nil {
+		return cur, cur.index(), nil
+	}
+	var grewAt uint64
+	if cur.plugins > prev.plugins {
+		grewAt = cur.plugins
 	}
 	if cur.volumes > prev.volumes {
 		iter, err := snap.CSIVolumes(nil, structs.AllNamespaces)
 		if err != nil {
-			return nil, false, err
+			return nil, 0, err
 		}
 		for raw := iter.Next(); raw != nil; raw = iter.Next() {
 			v := raw.(*structs.CSIVolume)
-			if v.ModifyIndex <= prev.volumes {
+			if v.ModifyIndex <= prev.volumes || v.ModifyIndex <= grewAt {
 				continue
 			}
 			old, err := prev.snap.CSIVolumeByID(nil, v.Namespace, v.ID)
 			if err != nil {
-				return nil, false, err
+				return nil, 0, err
 			}
 			if volumeGrew(old, v) {
-				return cur, true, nil
+				grewAt = v.ModifyIndex
 			}
 		}
 	}
 	if cur.allocs > prev.allocs {
 		iter, err := snap.Allocs(nil)
 		if err != nil {
-			return nil, false, err
+			return nil, 0, err
 		}
 		for raw := iter.Next(); raw != nil; raw = iter.Next() {
 			a := raw.(*structs.Allocation)
 			if a.ModifyIndex > prev.allocs && a.TerminalStatus() {
-				return cur, true, nil
+				grewAt = max(grewAt, a.ModifyIndex)
 			}
 		}
 	}
-	return cur, false, nil
+	return cur, grewAt, nil
 }
 
 // volumeGrew reports whether volume cur offers more than its previous

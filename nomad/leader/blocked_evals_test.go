@@ -127,9 +127,9 @@ func TestReadCapacity(t *testing.T) {
 	job := &structs.Job{ID: "web", Namespace: "default", Type: structs.JobTypeService}
 	alloc := &structs.Allocation{ID: "a1", Namespace: "default", JobID: "web", Job: job, NodeID: "n1", Name: "web.web[0]"}
 
-	view, grew, err := readCapacity(store, nil)
+	view, grewAt, err := readCapacity(store, nil)
 	must.NoError(t, err)
-	must.True(t, grew) // the first pass always counts
+	must.Eq(t, view.index(), grewAt) // the first pass always counts
 
 	steps := []struct {
 		name  string
@@ -162,9 +162,13 @@ func TestReadCapacity(t *testing.T) {
 	}
 	for _, step := range steps {
 		step.write()
-		view, grew, err = readCapacity(store, view)
+		view, grewAt, err = readCapacity(store, view)
 		must.NoError(t, err)
-		must.Eq(t, step.want, grew, must.Sprint(step.name))
+		want := uint64(0)
+		if step.want {
+			want = index // dated at the write that grew it
+		}
+		must.Eq(t, want, grewAt, must.Sprint(step.name))
 	}
 }
 
@@ -200,4 +204,34 @@ func TestCapacityPass_TermStartIsTheBaseline(t *testing.T) {
 	must.NoError(t, err)
 	unblock, _ = sc.blocked.take()
 	must.Eq(t, []string{"blocked"}, ids(unblock))
+}
+
+// A pass that runs late dates a plugin change at the plugin's write, not
+// at the placements committed after it: a blocked eval planned between
+// the two saw the plugin and stays blocked.
+func TestReadCapacity_DatesGrowthAtItsOwnIndex(t *testing.T) {
+	store, err := state.NewStateStore(nil)
+	must.NoError(t, err)
+	job := &structs.Job{ID: "web", Namespace: "default", Type: structs.JobTypeService}
+	must.NoError(t, store.UpsertJob(5, job))
+	sc := NewTerm(Config{State: func() *state.StateStore { return store }})
+	start, _, err := readCapacity(store, nil)
+	must.NoError(t, err)
+
+	node := &structs.Node{ID: "n1", Status: structs.NodeStatusReady, CSINodePlugins: map[string]*structs.CSIInfo{
+		"hostpath": {PluginID: "hostpath", Healthy: true},
+	}}
+	must.NoError(t, store.UpsertNode(10, node)) // the plugin appears at 10
+	sc.blocked.Hint("blocked", 10)              // planned with it
+	alloc := &structs.Allocation{ID: "a1", Namespace: "default", JobID: "web", Job: job, NodeID: "n1", Name: "web.web[0]"}
+	must.NoError(t, store.UpsertPlanResults(11, &structs.ApplyPlanResultsRequest{AllocsUpdated: []*structs.Allocation{alloc}}))
+	sc.blocked.Track(blockedEval("blocked", "web", 12))
+
+	_, grewAt, err := readCapacity(store, start)
+	must.NoError(t, err)
+	must.Eq(t, 10, grewAt)
+	_, err = sc.srv.capacityPass(sc, start)
+	must.NoError(t, err)
+	unblock, _ := sc.blocked.take()
+	must.SliceEmpty(t, unblock)
 }
