@@ -1,5 +1,10 @@
 package api
 
+import (
+	"strconv"
+	"time"
+)
+
 // Operator holds cluster administration calls.
 type Operator struct{ c *Client }
 
@@ -64,4 +69,23 @@ func withParam(w *WriteOptions, k, v string) *WriteOptions {
 	params[k] = v
 	out.Params = params
 	return &out
+}
+
+// AuditEntry is one line of a server's audit log.
+type AuditEntry struct {
+	Time     time.Time
+	Accessor string
+	Endpoint string
+	Object   string
+	Result   string
+	Error    string
+	Index    uint64
+}
+
+// AuditLog reads the newest n entries of the audit log of the server the
+// agent runs (GET /v1/operator/audit); needs a management token.
+func (o *Operator) AuditLog(n int, q *QueryOptions) ([]*AuditEntry, error) {
+	var out []*AuditEntry
+	_, err := o.c.query("/v1/operator/audit", &out, withQueryParams(q, "n", strconv.Itoa(n)))
+	return out, err
 }

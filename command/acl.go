@@ -540,3 +540,68 @@ func (c *ACLTokenDeleteCommand) Run(args []string) int {
 	c.ui.Output("Token %s successfully deleted", fs.Arg(0))
 	return 0
 }
+
+func init() {
+	register("operator audit", func(ui *UI) Command { return &OperatorAuditCommand{Meta: Meta{ui: ui}} })
+}
+
+// OperatorAuditCommand shows a server's recent audit log entries.
+type OperatorAuditCommand struct{ Meta }
+
+func (c *OperatorAuditCommand) Synopsis() string { return "Show the audit log of writes" }
+
+func (c *OperatorAuditCommand) Help() string {
+	return `Usage: berth operator audit [options]
+
+  Shows the newest entries of the audit log of the server the agent runs:
+  every write it applied as leader (time, token accessor, endpoint, object,
+  result) and every write it refused, with the reason. Each server keeps
+  its own log; needs a management token.
+
+Audit Options:
+
+  -n=<count>
+    How many entries to show (default 50).
+` + sharedHelp(true)
+}
+
+func (c *OperatorAuditCommand) Run(args []string) int {
+	fs := c.flagSet("operator audit", true)
+	n := fs.Int("n", 50, "")
+	if err := fs.Parse(args); err != nil {
+		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
+	}
+	if fs.NArg() != 0 {
+		return flagErr(c.ui, c.Help(), "This command takes no arguments.")
+	}
+	client, err := c.client()
+	if err != nil {
+		c.ui.Error("Error: %v", err)
+		return 1
+	}
+	entries, err := client.Operator().AuditLog(*n, nil)
+	if err != nil {
+		c.ui.Error("%s", c.apiErr("reading the audit log", err))
+		return 1
+	}
+	if entries == nil {
+		entries = []*api.AuditEntry{}
+	}
+	if done, err := c.formatted(entries); done {
+		return c.fmtResult(err)
+	}
+	if len(entries) == 0 {
+		c.ui.Output("No audit entries")
+		return 0
+	}
+	rows := [][]string{{"Time", "Accessor", "Endpoint", "Object", "Result"}}
+	for _, e := range entries {
+		res := e.Result
+		if e.Error != "" {
+			res += ": " + oneLine(e.Error)
+		}
+		rows = append(rows, []string{formatTime(e.Time), e.Accessor, e.Endpoint, e.Object, res})
+	}
+	c.ui.Output("%s", table(rows))
+	return 0
+}

@@ -611,3 +611,12 @@ func (s *Server) checkReregister(n *structs.Node) error {
 	}
 	return nil
 }
+
+// AuditLog returns up to n of this server's newest audit entries (the
+// log is per server: each records the writes it applied as leader).
+func (s *Server) AuditLog(n int) ([]audit.Entry, error) {
+	if s.audit.log == nil {
+		return nil, structs.NewError(structs.CodeInvalid, "this server keeps no audit log: set acl { audit_log = \"/path\" } (servers with a data_dir keep one under it)")
+	}
+	return s.audit.log.Recent(n)
+}

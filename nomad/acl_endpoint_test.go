@@ -3,6 +3,7 @@ package nomad_test
 import (
 	"bytes"
 	"io"
+	"net"
 	"reflect"
 	"slices"
 	"testing"
@@ -399,3 +400,36 @@ type memSink struct{ bytes.Buffer }
 func (*memSink) ID() string    { return "mem" }
 func (*memSink) Cancel() error { return nil }
 func (*memSink) Close() error  { return nil }
+
+// Adding a Raft peer that nothing answers at is refused before Raft sees
+// it (a voter at a bogus address can leave the cluster leaderless).
+func TestOperator_AddPeerChecksTheAddressAnswers(t *testing.T) {
+	s, mgmt := aclServer(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must.NoError(t, err)
+	dead := ln.Addr().String()
+	ln.Close()
+
+	req := &structs.RaftPeerRequest{Address: dead, ID: "ghost"}
+	req.AuthToken = mgmt
+	err = s.RPC(structs.MethodOperatorRaftAddPeer, req, &structs.GenericResponse{})
+	must.Eq(t, structs.CodeInvalid, structs.CodeOf(err))
+	must.StrContains(t, err.Error(), "no Berth server answers at "+dead)
+
+	// A live server that is not who the request says it is.
+	other := cluster.NewServer(t, nil)
+	req = &structs.RaftPeerRequest{Address: other.Addr, ID: "someone-else"}
+	req.AuthToken = mgmt
+	err = s.RPC(structs.MethodOperatorRaftAddPeer, req, &structs.GenericResponse{})
+	must.StrContains(t, err.Error(), "has ID "+other.ID())
+
+	f := s.Raft().GetConfiguration()
+	must.NoError(t, f.Error())
+	must.Len(t, 1, f.Configuration().Servers)
+
+	// Without operator write, no request gets that far.
+	req.AuthToken = ""
+	err = s.RPC(structs.MethodOperatorRaftAddPeer, req, &structs.GenericResponse{})
+	must.Eq(t, structs.CodePermissionDenied, structs.CodeOf(err))
+	must.StrContains(t, err.Error(), "token lacks operator write")
+}

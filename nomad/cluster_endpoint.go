@@ -68,14 +68,20 @@ func (op *Operator) RaftAddPeer(args *structs.RaftPeerRequest, reply *structs.Ge
 	if args.Address == "" {
 		return structs.NewError(structs.CodeInvalid, "add-peer: missing peer address")
 	}
+	// Always ask the peer first: a voter at an address nothing answers
+	// on can cost the cluster its quorum in one request. Its answer also
+	// gives its ID, so operators need only the address.
+	ctx, cancel := context.WithTimeout(op.srv.ctx, 5*time.Second)
+	defer cancel()
+	var ping structs.PingResponse
+	if err := op.srv.pool.RPC(ctx, args.Address, structs.MethodStatusPing, &structs.GenericRequest{}, &ping); err != nil {
+		return structs.NewError(structs.CodeInvalid, "add-peer: no Berth server answers at %s (%v); start it first, then add it", args.Address, err)
+	}
 	id := args.ID
 	if id == "" {
-		// Ask the peer for its ID, so operators need only the address.
-		var ping structs.PingResponse
-		if err := op.srv.pool.RPC(op.srv.ctx, args.Address, "Status.Ping", &structs.GenericRequest{}, &ping); err != nil {
-			return structs.NewError(structs.CodeInvalid, "add-peer: cannot reach %s to learn its server ID: %v", args.Address, err)
-		}
 		id = ping.ServerID
+	} else if id != ping.ServerID {
+		return structs.NewError(structs.CodeInvalid, "add-peer: the server at %s has ID %s, not %s", args.Address, ping.ServerID, id)
 	}
 	f := op.srv.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(args.Address), 0, op.srv.config.RaftTimeout)
 	if err := f.Error(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -254,4 +255,36 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// operatorAudit serves GET /v1/operator/audit?n=: the newest entries of
+// this agent's server's audit log (management token).
+func (s *HTTPServer) operatorAudit(w http.ResponseWriter, r *http.Request) (any, error) {
+	if r.Method != http.MethodGet {
+		return nil, methodNotAllowed(r)
+	}
+	srv := s.agent.Server()
+	if srv == nil {
+		return nil, CodedError(http.StatusBadRequest, "this agent runs no server: ask a server's agent (each server keeps its own audit log)")
+	}
+	if err := s.authorizeHTTP(r, structs.HTTPAuditLog, ""); err != nil {
+		return nil, err
+	}
+	n := 100
+	if v := r.URL.Query().Get("n"); v != "" {
+		i, err := strconv.Atoi(v)
+		if err != nil || i <= 0 {
+			return nil, CodedError(http.StatusBadRequest, fmt.Sprintf("invalid n %q: want a positive integer", v))
+		}
+		n = i
+	}
+	entries, err := srv.AuditLog(n)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*api.AuditEntry, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, &api.AuditEntry{Time: e.Time, Accessor: e.Accessor, Endpoint: e.Endpoint, Object: e.Object, Result: e.Result, Error: e.Error, Index: e.Index})
+	}
+	return out, nil
 }

@@ -62,7 +62,11 @@ func NewAgent(cfg *Config, logOutput io.Writer) (*Agent, error) {
 			return nil, err
 		}
 	}
-	if cfg.DevMode && cfg.DevPlugin != nil && a.server != nil && a.client != nil {
+	if cfg.DevMode && cfg.DevPlugin != nil && cfg.ACLEnabled() {
+		// The agent has no token of its own to submit the plugin job
+		// with: with ACLs on, run examples/ hostpath job with a token.
+		a.logger.Warn("not starting the dev hostpath plugin: ACLs are enabled; submit its job with a token (berth job run -token ...)")
+	} else if cfg.DevMode && cfg.DevPlugin != nil && a.server != nil && a.client != nil {
 		if err := a.startDevPlugin(); err != nil {
 			a.Shutdown()
 			return nil, err

@@ -114,7 +114,7 @@ func (s *HTTPServer) volumeToAPI(vol *structs.CSIVolume, q structs.QueryOptions)
 	preq := structs.GenericRequest{QueryOptions: followUp(q)}
 	preq.Prefix = vol.PluginID
 	var plugs structs.CSIPluginListResponse
-	if err := s.agent.RPC("CSIPlugin.List", &preq, &plugs); err != nil {
+	if err := s.agent.RPC("CSIPlugin.List", &preq, &plugs); err != nil && !lacksRight(err) {
 		return nil, err
 	}
 	var health pluginHealth
@@ -134,6 +134,12 @@ func (s *HTTPServer) volumeToAPI(vol *structs.CSIVolume, q structs.QueryOptions)
 	return volumeToAPI(vol, health, allocs), nil
 }
 
+// lacksRight reports a follow-up read the token may not make (plugin
+// health without plugin read, claiming allocs without read-job): the
+// answer goes out without that part, as Nomad's does, rather than failing
+// a read the token may make.
+func lacksRight(err error) bool { return structs.CodeOf(err) == structs.CodePermissionDenied }
+
 // followUp is the query of the extra reads that complete an answer: the
 // same consistency, but never blocking (the first read already waited).
 func followUp(q structs.QueryOptions) structs.QueryOptions {
@@ -149,7 +155,7 @@ func (s *HTTPServer) allocStubs(ids []string, q structs.QueryOptions) (map[strin
 		args := structs.GenericRequest{QueryOptions: followUp(q)}
 		args.Namespace, args.Prefix = structs.AllNamespaces, id
 		var reply structs.AllocListResponse
-		if err := s.agent.RPC("Alloc.List", &args, &reply); err != nil {
+		if err := s.agent.RPC("Alloc.List", &args, &reply); err != nil && !lacksRight(err) {
 			return nil, err
 		}
 		for _, a := range reply.Allocations {
@@ -165,7 +171,7 @@ func (s *HTTPServer) allocStubs(ids []string, q structs.QueryOptions) (map[strin
 func (s *HTTPServer) pluginHealths(q structs.QueryOptions) (map[string]*structs.CSIPluginListStub, error) {
 	args := structs.GenericRequest{QueryOptions: followUp(q)}
 	var reply structs.CSIPluginListResponse
-	if err := s.agent.RPC("CSIPlugin.List", &args, &reply); err != nil {
+	if err := s.agent.RPC("CSIPlugin.List", &args, &reply); err != nil && !lacksRight(err) {
 		return nil, err
 	}
 	out := make(map[string]*structs.CSIPluginListStub, len(reply.Plugins))

@@ -92,6 +92,7 @@ func (s *HTTPServer) registerHandlers() {
 	s.mux.HandleFunc("/v1/system/gc", s.wrap(s.systemGC))
 	s.mux.HandleFunc("/v1/agent/self", s.wrap(s.agentSelfRequest))
 	s.mux.HandleFunc("/v1/client/fs/logs/", s.wrap(s.clientFSLogs))
+	s.mux.HandleFunc("/v1/operator/audit", s.wrap(s.operatorAudit))
 	s.mux.HandleFunc("/v1/acl/bootstrap", s.wrap(s.aclBootstrap))
 	s.mux.HandleFunc("/v1/acl/policies", s.wrap(s.aclPolicies))
 	s.mux.HandleFunc("/v1/acl/policy/", s.wrap(s.aclPolicy))
