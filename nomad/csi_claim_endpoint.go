@@ -60,6 +60,29 @@ func (s *Server) csiContext() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(s.ctx, s.config.CSIControllerTimeout+s.config.RaftTimeout)
 }
 
+// csiOperation starts one claim endpoint's work on the leader: the term's
+// machinery and a context bounding the wait for the volume's lock and the
+// plugin call (csiContext). Call cancel when done.
+func (s *Server) csiOperation() (*scheduling, context.Context, context.CancelFunc, error) {
+	sc, err := s.csiTerm()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := s.csiContext()
+	return sc, ctx, cancel, nil
+}
+
+// lockVolume takes the volume's lock (shared with the volumewatcher) for
+// the operation described by what ("claiming volume \"db\" for alloc
+// …"), or says what could not wait.
+func (sc *scheduling) lockVolume(ctx context.Context, ns, id, what string) (func(), error) {
+	unlock, err := sc.volumes.Lock(ctx, ns, id)
+	if err != nil {
+		return nil, fmt.Errorf("%s: waiting for the volume: %w", what, err)
+	}
+	return unlock, nil
+}
+
 // writeClaims commits claim transitions in one Raft entry at the leader's
 // time.
 func (s *Server) writeClaims(updates ...*structs.CSIVolumeClaimUpdate) (uint64, error) {
@@ -110,15 +133,14 @@ func (v *CSIVolumeEndpoint) Claim(args *structs.CSIVolumeClaimRequest, reply *st
 	if err := validateClaimRequest(args); err != nil {
 		return err
 	}
-	sc, err := v.srv.csiTerm()
+	sc, ctx, cancel, err := v.srv.csiOperation()
 	if err != nil {
 		return err
 	}
-	ctx, cancel := v.srv.csiContext()
 	defer cancel()
-	unlock, err := sc.volumes.Lock(ctx, ns, args.VolumeID)
+	unlock, err := sc.lockVolume(ctx, ns, args.VolumeID, fmt.Sprintf("claiming volume %q for alloc %s", args.VolumeID, args.AllocationID))
 	if err != nil {
-		return fmt.Errorf("claiming volume %q for alloc %s: waiting for the volume: %w", args.VolumeID, args.AllocationID, err)
+		return err
 	}
 	defer unlock()
 
@@ -336,17 +358,16 @@ func (v *CSIVolumeEndpoint) Unpublish(args *structs.CSIVolumeUnpublishRequest, r
 	if args.VolumeID == "" || args.AllocationID == "" || args.NodeID == "" {
 		return structs.NewError(structs.CodeInvalid, "volume unpublish: missing volume ID, alloc ID or node ID")
 	}
-	sc, err := v.srv.csiTerm()
+	sc, ctx, cancel, err := v.srv.csiOperation()
 	if err != nil {
 		return err
 	}
-	ctx, cancel := v.srv.csiContext()
 	defer cancel()
 
 	index, err := func() (uint64, error) {
-		unlock, err := sc.volumes.Lock(ctx, ns, args.VolumeID)
+		unlock, err := sc.lockVolume(ctx, ns, args.VolumeID, fmt.Sprintf("unpublishing volume %q for alloc %s", args.VolumeID, args.AllocationID))
 		if err != nil {
-			return 0, fmt.Errorf("unpublishing volume %q for alloc %s: waiting for the volume: %w", args.VolumeID, args.AllocationID, err)
+			return 0, err
 		}
 		defer unlock()
 		vol, err := v.srv.State().CSIVolumeByID(nil, ns, args.VolumeID)
@@ -418,15 +439,14 @@ func (v *CSIVolumeEndpoint) ReportProgress(args *structs.CSIVolumeClaimProgressR
 	case args.Attempts < 0:
 		return structs.NewError(structs.CodeInvalid, "volume claim progress: negative attempts %d", args.Attempts)
 	}
-	sc, err := v.srv.csiTerm()
+	sc, ctx, cancel, err := v.srv.csiOperation()
 	if err != nil {
 		return err
 	}
-	ctx, cancel := v.srv.csiContext()
 	defer cancel()
-	unlock, err := sc.volumes.Lock(ctx, ns, args.VolumeID)
+	unlock, err := sc.lockVolume(ctx, ns, args.VolumeID, fmt.Sprintf("recording progress of volume %q for alloc %s", args.VolumeID, args.AllocationID))
 	if err != nil {
-		return fmt.Errorf("recording progress of volume %q for alloc %s: waiting for the volume: %w", args.VolumeID, args.AllocationID, err)
+		return err
 	}
 	defer unlock()
 	reply.Index = v.srv.latestIndex()
@@ -503,17 +523,16 @@ func (v *CSIVolumeEndpoint) Detach(args *structs.CSIVolumeDetachRequest, reply *
 	if args.VolumeID == "" || args.NodeID == "" {
 		return structs.NewError(structs.CodeInvalid, "volume detach: missing volume ID or node ID")
 	}
-	sc, err := v.srv.csiTerm()
+	sc, ctx, cancel, err := v.srv.csiOperation()
 	if err != nil {
 		return err
 	}
-	ctx, cancel := v.srv.csiContext()
 	defer cancel()
 
 	allocIDs, err := func() ([]string, error) {
-		unlock, err := sc.volumes.Lock(ctx, ns, args.VolumeID)
+		unlock, err := sc.lockVolume(ctx, ns, args.VolumeID, fmt.Sprintf("detaching volume %q", args.VolumeID))
 		if err != nil {
-			return nil, fmt.Errorf("detaching volume %q: waiting for the volume: %w", args.VolumeID, err)
+			return nil, err
 		}
 		defer unlock()
 		snap, err := v.srv.State().Snapshot()

@@ -174,15 +174,14 @@ func (v *CSIVolumeEndpoint) Delete(args *structs.CSIVolumeDeleteRequest, reply *
 	if args.VolumeID == "" {
 		return structs.NewError(structs.CodeInvalid, "volume delete: missing volume ID")
 	}
-	sc, err := v.srv.csiTerm()
+	sc, ctx, cancel, err := v.srv.csiOperation()
 	if err != nil {
 		return err
 	}
-	ctx, cancel := v.srv.csiContext()
 	defer cancel()
-	unlock, err := sc.volumes.Lock(ctx, ns, args.VolumeID)
+	unlock, err := sc.lockVolume(ctx, ns, args.VolumeID, fmt.Sprintf("deleting volume %q", args.VolumeID))
 	if err != nil {
-		return fmt.Errorf("deleting volume %q: waiting for the volume: %w", args.VolumeID, err)
+		return err
 	}
 	defer unlock()
 
