@@ -246,6 +246,8 @@ type Task struct {
 	Name string
 	// Driver runs the task: raw_exec, exec, mock.
 	Driver string
+	// User is who the task runs as (exec: "nobody" unless set).
+	User string `json:",omitempty"`
 	// Config is the driver's configuration, as the jobspec's config block
 	// gave it.
 	Config          map[string]interface{}

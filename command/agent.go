@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -136,6 +137,7 @@ func (c *AgentCommand) Run(args []string) int {
 		mode = append(mode, "client")
 	}
 	c.ui.Output("==> Berth agent started (%s)%s", strings.Join(mode, " + "), devNote(cfg.DevMode))
+	c.ui.Output("    Bind:     %s%s", cfg.BindAddr, bindNote(cfg.BindAddr))
 	c.ui.Output("    HTTP API: http://%s", a.HTTPAddr())
 	if srv := a.Server(); srv != nil {
 		c.ui.Output("    RPC:      %s", srv.RPCAddr())
@@ -212,4 +214,12 @@ func orNone(s, none string) string {
 		return none
 	}
 	return s
+}
+
+// bindNote says how to reach a loopback-only agent from elsewhere.
+func bindNote(addr string) string {
+	if ip := net.ParseIP(addr); ip != nil && ip.IsLoopback() {
+		return " (loopback only; set bind_addr to serve other hosts)"
+	}
+	return ""
 }

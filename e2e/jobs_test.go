@@ -194,6 +194,10 @@ func (w *Workload) HCL(root string) string {
 
     task %q {
       driver = "exec"
+      # Root, not exec's default nobody: the workloads write into the
+      # volume's root directory, which a fresh file system or a raw block
+      # device leaves to root alone.
+      user   = "root"
 
       config {
         command = "/bin/sh"

@@ -67,7 +67,7 @@ var (
 		maps: []string{"meta"},
 	}
 	taskSchema = schema{
-		attrs: []string{"driver", "kill_timeout"},
+		attrs: []string{"driver", "kill_timeout", "user"},
 		blocks: []blockSchema{
 			{"resources", nil}, {"volume_mount", nil}, {"csi_plugin", nil}, {"constraint", nil},
 		},
@@ -335,6 +335,7 @@ func (d *decoder) task(b *hcl.Block, g *api.TaskGroup) *api.Task {
 	t.Env = d.stringMap(c, "env", where)
 	t.Meta = d.stringMap(c, "meta", where)
 	t.KillTimeout = d.durationPtr(c.attrs["kill_timeout"])
+	t.User, _ = d.str(c.attrs["user"])
 	t.Constraints = d.constraints(c)
 	if rb := d.single(c, "resources", where); rb != nil {
 		t.Resources = d.resources(rb)

@@ -672,3 +672,9 @@ func TestParse_UnsafeNames(t *testing.T) {
 		})
 	}
 }
+
+func TestParse_TaskUser(t *testing.T) {
+	j, err := Parse("job.hcl", []byte("job \"j\" {\n  group \"g\" {\n    task \"t\" {\n      driver = \"exec\"\n      user   = \"root\"\n    }\n  }\n}\n"))
+	must.NoError(t, err)
+	must.Eq(t, "root", j.TaskGroups[0].Tasks[0].User)
+}

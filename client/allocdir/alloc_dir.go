@@ -2,10 +2,11 @@
 //
 //	<data_dir>/alloc/<alloc id>/
 //	├── alloc/            shared by the alloc's tasks (NOMAD_ALLOC_DIR)
-//	│   ├── data/
-//	│   ├── tmp/
+//	│   ├── data/         world-writable with the sticky bit (tasks may run as
+//	│   ├── tmp/          different users); likewise tmp/
 //	│   └── logs/         <task>.stdout.0, <task>.stderr.0 and rotated files
-//	└── <task>/           the task's working dir (or chroot for exec)
+//	└── <task>/           the task's working dir (or chroot for exec), 0700: the
+//	                      exec driver gives it to the task's user
 //	    ├── local/        NOMAD_TASK_DIR
 //	    ├── secrets/      NOMAD_SECRETS_DIR, mode 0700
 //	    └── tmp/
@@ -77,7 +78,8 @@ func (d *AllocDir) Build(tasks []string) error {
 	}{
 		{d.Dir, 0o755},
 		{d.SharedDir, 0o755},
-		{filepath.Join(d.SharedDir, "data"), 0o755},
+		// Shared by the alloc's tasks, which may run as different users.
+		{filepath.Join(d.SharedDir, "data"), 0o777 | os.ModeSticky},
 		// Shared tmp dirs are world-writable with the sticky bit. Go's
 		// FileMode spells the sticky bit os.ModeSticky; 0o1000 is not it.
 		{filepath.Join(d.SharedDir, "tmp"), 0o777 | os.ModeSticky},
@@ -91,7 +93,7 @@ func (d *AllocDir) Build(tasks []string) error {
 		dirs = append(dirs, []struct {
 			path string
 			mode os.FileMode
-		}{{td.Dir, 0o755}, {td.LocalDir, 0o755}, {td.SecretsDir, 0o700}, {td.TmpDir, 0o777 | os.ModeSticky}}...)
+		}{{td.Dir, 0o700}, {td.LocalDir, 0o755}, {td.SecretsDir, 0o700}, {td.TmpDir, 0o777 | os.ModeSticky}}...)
 	}
 	for _, dd := range dirs {
 		if err := os.MkdirAll(dd.path, dd.mode); err != nil {

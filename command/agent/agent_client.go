@@ -19,6 +19,7 @@ import (
 	"github.com/berth-io/berth/plugins/drivers"
 	"github.com/berth-io/berth/plugins/drivers/builtin"
 	"github.com/berth-io/berth/plugins/drivers/exec"
+	"github.com/berth-io/berth/plugins/drivers/executor"
 	"github.com/berth-io/berth/plugins/drivers/rawexec"
 )
 
@@ -39,6 +40,10 @@ func (a *Agent) setupClient() error {
 	if err != nil {
 		return err
 	}
+	allowCaps, err := execAllowCaps(cfg)
+	if err != nil {
+		return err
+	}
 	cc := &client.Config{
 		DataDir: cfg.DataDir, // empty in -dev: the client uses a temporary dir
 		Node: &structs.Node{
@@ -50,7 +55,7 @@ func (a *Agent) setupClient() error {
 		},
 		RPC: rpc,
 		DriverFactory: func(stateDir string) map[string]drivers.Driver {
-			all := builtin.Drivers(logger, stateDir)
+			all := builtin.DriversWith(logger, stateDir, builtin.Options{ExecAllowCaps: allowCaps})
 			out := map[string]drivers.Driver{}
 			for name, d := range all {
 				if enabled[name] {
@@ -143,6 +148,37 @@ func pluginEnabled(p *PluginConfig) (bool, error) {
 		return true, nil
 	}
 	return *body.Config.Enabled, nil
+}
+
+// execAllowCaps reads `plugin "exec" { config { allow_caps = [...] } }`:
+// the capability bounding set of exec tasks (nil: the driver's default).
+func execAllowCaps(cfg *Config) ([]string, error) {
+	var caps []string
+	for _, p := range cfg.Plugins {
+		if p.Name != exec.Name || p.Remain == nil {
+			continue
+		}
+		var body struct {
+			Config *struct {
+				AllowCaps []string `hcl:"allow_caps,optional"`
+				Remain    hcl.Body `hcl:",remain"`
+			} `hcl:"config,block"`
+			Remain hcl.Body `hcl:",remain"`
+		}
+		if diags := gohcl.DecodeBody(p.Remain, nil, &body); diags.HasErrors() {
+			return nil, fmt.Errorf("plugin %q: %s", p.Name, diags.Error())
+		}
+		if body.Config == nil || body.Config.AllowCaps == nil {
+			continue
+		}
+		for _, c := range body.Config.AllowCaps {
+			if _, ok := executor.CapabilityByName(c); !ok {
+				return nil, fmt.Errorf("plugin %q: allow_caps names %q, which is not a Linux capability (e.g. \"net_bind_service\")", p.Name, c)
+			}
+		}
+		caps = body.Config.AllowCaps
+	}
+	return caps, nil
 }
 
 // serverPool is the client's RPCer over client.servers: calls go to the

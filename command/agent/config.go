@@ -201,12 +201,14 @@ func DefaultConfig() *Config {
 		Name:       host,
 		Region:     "global",
 		Datacenter: "dc1",
-		BindAddr:   "0.0.0.0",
-		LogLevel:   "INFO",
-		Ports:      &Ports{HTTP: intPtr(4646), RPC: intPtr(4647)},
-		Advertise:  &AdvertiseConfig{},
-		Server:     &ServerConfig{Enabled: boolPtr(false)},
-		Client:     &ClientConfig{Enabled: boolPtr(false), DisconnectDeadline: durationPtr(DefaultDisconnectDeadline)},
+		// Loopback unless bind_addr says otherwise: an agent reachable
+		// from the network is a choice, not a default.
+		BindAddr:  "127.0.0.1",
+		LogLevel:  "INFO",
+		Ports:     &Ports{HTTP: intPtr(4646), RPC: intPtr(4647)},
+		Advertise: &AdvertiseConfig{},
+		Server:    &ServerConfig{Enabled: boolPtr(false)},
+		Client:    &ClientConfig{Enabled: boolPtr(false), DisconnectDeadline: durationPtr(DefaultDisconnectDeadline)},
 	}
 }
 

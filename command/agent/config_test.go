@@ -78,7 +78,7 @@ func TestConfigValidate(t *testing.T) {
 		{"nothing enabled", func(c *Config) {}, "neither server nor client is enabled"},
 		{"no data dir", func(c *Config) { c.Server.Enabled = boolPtr(true) }, "data_dir is required"},
 		{"bad bind", func(c *Config) { c.Server.Enabled = boolPtr(true); c.DataDir = "/x"; c.BindAddr = "nope" }, `bind_addr "nope" is not an IP address`},
-		{"unspecified needs advertise", func(c *Config) { c.Server.Enabled = boolPtr(true); c.DataDir = "/x" }, "needs advertise"},
+		{"unspecified needs advertise", func(c *Config) { c.Server.Enabled = boolPtr(true); c.DataDir = "/x"; c.BindAddr = "0.0.0.0" }, "needs advertise"},
 		{"bad level", func(c *Config) { c.Client.Enabled = boolPtr(true); c.DataDir = "/x"; c.LogLevel = "LOUD" }, `log_level "LOUD"`},
 	}
 	for _, c := range cases {
@@ -91,6 +91,19 @@ func TestConfigValidate(t *testing.T) {
 		})
 	}
 	must.NoError(t, DevConfig().Validate())
+}
+
+// TestDefaultConfig_BindsLoopback: a non-dev agent listens on loopback
+// unless bind_addr says otherwise, and is valid as such.
+func TestDefaultConfig_BindsLoopback(t *testing.T) {
+	cfg := DefaultConfig()
+	must.Eq(t, "127.0.0.1", cfg.BindAddr)
+	cfg.Server.Enabled = boolPtr(true)
+	cfg.DataDir = "/x"
+	must.NoError(t, cfg.Validate())
+	fc, err := ParseConfig("agent.hcl", []byte(`bind_addr = "0.0.0.0"`+"\nadvertise {\n  rpc = \"10.0.0.1:4647\"\n}\n"))
+	must.NoError(t, err)
+	must.Eq(t, "0.0.0.0", cfg.Merge(fc).BindAddr)
 }
 
 func TestParseConfigFile_Examples(t *testing.T) {

@@ -92,6 +92,7 @@ func apiTaskToStructs(t *api.Task) *structs.Task {
 		Config:      maps.Clone(t.Config),
 		Env:         maps.Clone(t.Env),
 		KillTimeout: deref(t.KillTimeout),
+		User:        t.User,
 		Constraints: apiConstraintsToStructs(t.Constraints),
 		Meta:        maps.Clone(t.Meta),
 	}
@@ -203,6 +204,7 @@ func taskToAPI(t *structs.Task) *api.Task {
 		Constraints: constraintsToAPI(t.Constraints),
 		Meta:        maps.Clone(t.Meta),
 		KillTimeout: ptr(t.KillTimeout),
+		User:        t.User,
 	}
 	if r := t.Resources; r != nil {
 		out.Resources = &api.Resources{CPU: ptr(int(r.CPU)), MemoryMB: ptr(int(r.MemoryMB))}

@@ -166,3 +166,15 @@ func TestHTTP_UnsafeNamesRefused(t *testing.T) {
 	must.Eq(t, http.StatusBadRequest, code)
 	must.StrContains(t, msg, "control characters")
 }
+
+// TestHTTP_TaskUserRoundTrips: the task's user reaches the servers and
+// comes back.
+func TestHTTP_TaskUserRoundTrips(t *testing.T) {
+	a := newDevAgent(t)
+	job := sparseJob("user")
+	job.TaskGroups[0].Tasks[0].User = "root"
+	code, msg := put(t, a, "/v1/jobs", bytes.NewReader(jobBody(t, job)))
+	must.Eq(t, http.StatusOK, code, must.Sprint(msg))
+	got, _ := decode[api.Job](t, a, http.MethodGet, "/v1/job/user", nil)
+	must.Eq(t, "root", got.TaskGroups[0].Tasks[0].User)
+}

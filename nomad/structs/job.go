@@ -366,8 +366,11 @@ type Task struct {
 	VolumeMounts    []*VolumeMount
 	CSIPluginConfig *TaskCSIPluginConfig
 	KillTimeout     time.Duration
-	Constraints     []*Constraint
-	Meta            map[string]string
+	// User is who the task runs as; "" is the driver's default (exec:
+	// nobody, or root for a CSI plugin task).
+	User        string
+	Constraints []*Constraint
+	Meta        map[string]string
 }
 
 // Copy returns a deep copy (Config is copied one level deep).

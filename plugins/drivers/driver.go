@@ -100,6 +100,12 @@ type TaskConfig struct {
 
 	Resources *structs.Resources
 	Mounts    []*MountConfig
+
+	// User is who the task runs as ("" is the driver's default).
+	// Privileged marks a task that must keep every capability: a CSI
+	// plugin, which mounts volumes for the node.
+	User       string
+	Privileged bool
 }
 
 // TaskState is a task's lifecycle state as a driver sees it.

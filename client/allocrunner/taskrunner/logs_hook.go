@@ -38,7 +38,7 @@ func (h *logsHook) Prestart(context.Context, *PrestartRequest, *PrestartResponse
 		return fmt.Errorf("creating log dir: %w", err)
 	}
 	for _, s := range []string{logs.Stdout, logs.Stderr} {
-		f, err := os.OpenFile(logs.Path(h.dir, h.task, s, 0), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		f, err := os.OpenFile(logs.Path(h.dir, h.task, s, 0), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
 		if err != nil {
 			return fmt.Errorf("creating log file: %w", err)
 		}

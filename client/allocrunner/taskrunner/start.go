@@ -86,5 +86,7 @@ func (r *Runner) taskConfig(env map[string]string, mounts []*drivers.MountConfig
 		StderrPath: logs.Path(r.taskDir.LogDir, r.task.Name, logs.Stderr, 0),
 		Resources:  r.task.Resources,
 		Mounts:     mounts,
+		User:       r.task.User,
+		Privileged: r.task.CSIPluginConfig != nil,
 	}
 }

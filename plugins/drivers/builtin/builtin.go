@@ -18,12 +18,23 @@ import (
 // The mock driver (package drivers/mock) is not built in: it is a test
 // double, and only tests add it (command/agent's Config.ExtraDrivers).
 func Drivers(logger hclog.Logger, stateDir string) map[string]drivers.Driver {
+	return DriversWith(logger, stateDir, Options{})
+}
+
+// Options are the agent config's settings for the built-in drivers.
+type Options struct {
+	// ExecAllowCaps is exec's capability bounding set (nil: its default).
+	ExecAllowCaps []string
+}
+
+// DriversWith is Drivers with the agent config's driver settings.
+func DriversWith(logger hclog.Logger, stateDir string, opts Options) map[string]drivers.Driver {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
 	logger = logger.Named("driver")
 	return map[string]drivers.Driver{
 		rawexec.Name: rawexec.New(logger, rawexec.Config{StateDir: stateDir}),
-		exec.Name:    exec.New(logger, exec.Config{StateDir: stateDir}),
+		exec.Name:    exec.New(logger, exec.Config{StateDir: stateDir, AllowCaps: opts.ExecAllowCaps}),
 	}
 }

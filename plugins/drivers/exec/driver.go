@@ -18,7 +18,8 @@
 //	/lib64 /usr /etc   dir that is a symlink (merged /usr) is the same symlink here
 //	/dev               a fresh tmpfs: null zero full random urandom tty bound from
 //	                   the host, fd stdin stdout stderr symlinks, a tmpfs /dev/shm
-//	/proc              a fresh procfs (the host's pid namespace: see below)
+//	/proc              a fresh procfs (the host's pid namespace, see below),
+//	                   hidepid=invisible: a task sees its own user's processes only
 //	/tmp               TaskDir/tmp, a plain directory (mode 1777), the task's own
 //	/alloc             the alloc's shared dir (TaskConfig.AllocDir), read-write
 //	<TaskPath>         each volume mount: its HostPath bound there, read-only if
@@ -29,10 +30,20 @@
 // Mount points missing in TaskDir are created there (empty directories or
 // files, left behind when the task ends).
 //
+// Who the task is: the task's user field, else nobody (a CSI plugin task,
+// which mounts for the node, defaults to root). The task dir is 0700 and
+// given to that user. The task's capability bounding set is DefaultCaps
+// (or the agent config's plugin "exec" { config { allow_caps = [...] } }),
+// so even a root task cannot gain sys_admin; a task that is not root holds
+// no capability at all; a CSI plugin task keeps them all. The task gets
+// its own IPC namespace.
+//
 // The task stays in the host's pid namespace: a task in its own would be
 // its pid 1, which ignores SIGTERM unless it handles it, and StopTask would
-// always end in SIGKILL. Its /proc therefore shows the host's processes.
-// The chroot confines paths, not a determined root task: this is isolation
+// always end in SIGKILL (a small init forwarding signals would fix that;
+// not built yet). hidepid keeps a task that is not root from seeing the
+// agent's or other users' processes; a root task still sees them. The
+// chroot confines paths, not a determined root task: this is isolation
 // for well-behaved tasks, not a security boundary.
 package exec
 
@@ -41,9 +52,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/user"
 	"path"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/hashicorp/go-hclog"
@@ -73,7 +86,24 @@ type Config struct {
 	// ExecutorPath is the program run as the executor; "" means this
 	// program.
 	ExecutorPath string
+	// AllowCaps is the capability bounding set of tasks (lowercase, no
+	// "cap_"): the agent config's plugin "exec" { config { allow_caps } }.
+	// Nil means DefaultCaps. A CSI plugin task keeps every capability.
+	AllowCaps []string
 }
+
+// DefaultCaps is the bounding set of an exec task unless the agent config
+// says otherwise: what a root task commonly needs (own files, bind low
+// ports, switch users), and nothing that administers the host
+// (sys_admin, sys_module, net_admin, sys_ptrace...). A task that is not
+// root holds none of them anyway.
+var DefaultCaps = []string{
+	"audit_write", "chown", "dac_override", "fowner", "fsetid", "kill", "mknod",
+	"net_bind_service", "setfcap", "setgid", "setpcap", "setuid", "sys_chroot",
+}
+
+// DefaultUser is who an exec task runs as unless its user field says.
+const DefaultUser = "nobody"
 
 // New returns the exec driver.
 func New(logger hclog.Logger, cfg Config) drivers.Driver {
@@ -87,7 +117,7 @@ func New(logger hclog.Logger, cfg Config) drivers.Driver {
 		ExecutorPath: cfg.ExecutorPath,
 		Capabilities: drivers.Capabilities{MountConfig: structs.MountConfigSupportAll},
 		Fingerprint:  fingerprint,
-		Spec:         spec,
+		Spec:         func(tc *drivers.TaskConfig) (*executor.Spec, error) { return spec(tc, cfg.AllowCaps) },
 	})
 }
 
@@ -117,7 +147,7 @@ func fingerprint(context.Context) *structs.DriverInfo {
 }
 
 // spec validates the task's config and says what the executor runs.
-func spec(cfg *drivers.TaskConfig) (*executor.Spec, error) {
+func spec(cfg *drivers.TaskConfig, allowCaps []string) (*executor.Spec, error) {
 	command, args, err := procdriver.Command(cfg, Name)
 	if err != nil {
 		return nil, err
@@ -141,6 +171,22 @@ func spec(cfg *drivers.TaskConfig) (*executor.Spec, error) {
 	sort.SliceStable(iso.Binds, func(i, j int) bool {
 		return depth(iso.Binds[i].TaskPath) < depth(iso.Binds[j].TaskPath)
 	})
+	u, err := taskUser(cfg)
+	if err != nil {
+		return nil, err
+	}
+	caps := allowCaps
+	if caps == nil {
+		caps = DefaultCaps
+	}
+	if cfg.Privileged {
+		caps = nil
+	}
+	if u.UID != 0 {
+		// The task dir is 0700: the task owns its root and its own dirs.
+		iso.OwnDirs = []string{"/", "/local", "/secrets", "/tmp"}
+	}
+	iso.HidePIDs = true
 	return &executor.Spec{
 		TaskID:     cfg.ID,
 		Command:    command,
@@ -150,7 +196,36 @@ func spec(cfg *drivers.TaskConfig) (*executor.Spec, error) {
 		StdoutPath: cfg.StdoutPath,
 		StderrPath: cfg.StderrPath,
 		Isolation:  iso,
+		User:       u,
+		Caps:       caps,
+		NewIPC:     true,
 	}, nil
+}
+
+// taskUser resolves the task's user on the host (the task sees the host's
+// /etc): a name or a numeric uid. A CSI plugin task defaults to root.
+func taskUser(cfg *drivers.TaskConfig) (*executor.User, error) {
+	name := cfg.User
+	if name == "" {
+		name = DefaultUser
+		if cfg.Privileged {
+			name = "root"
+		}
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		var uerr error
+		if u, uerr = user.LookupId(name); uerr != nil {
+			return nil, fmt.Errorf("task %q: user %q: %w (set the task's user to an existing user): %w",
+				cfg.Name, name, err, drivers.ErrInvalidConfig)
+		}
+	}
+	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+	if err1 != nil || err2 != nil {
+		return nil, fmt.Errorf("task %q: user %q has a non-numeric uid %q or gid %q", cfg.Name, name, u.Uid, u.Gid)
+	}
+	return &executor.User{Name: u.Username, UID: uint32(uid), GID: uint32(gid)}, nil
 }
 
 // depth counts the components of a clean absolute path.

@@ -30,7 +30,8 @@ func newDriver(t *testing.T, stateDir string) drivers.Driver {
 	return New(hclog.NewNullLogger(), Config{StateDir: stateDir})
 }
 
-// newTask returns a task config running sh -c script in its chroot, with
+// newTask returns a task config running sh -c script in its chroot as
+// root, with
 // its own task dir, alloc dir and output files (outside the task dir).
 func newTask(t *testing.T, name, script string) *drivers.TaskConfig {
 	t.Helper()
@@ -44,6 +45,10 @@ func newTask(t *testing.T, name, script string) *drivers.TaskConfig {
 		TaskDir:    filepath.Join(base, name),
 		StdoutPath: filepath.Join(base, "stdout"),
 		StderrPath: filepath.Join(base, "stderr"),
+		// These tests are about the root the task sees, not who it is:
+		// root reads the control fifo and writes the test's volumes.
+		// defaults_test.go covers the default user.
+		User: "root",
 	}
 	must.NoError(t, os.MkdirAll(cfg.AllocDir, 0o755))
 	must.NoError(t, os.MkdirAll(filepath.Join(cfg.TaskDir, "local"), 0o755))

@@ -68,6 +68,8 @@ func TestPropagation(t *testing.T) {
 				must.NoError(t, os.Mkdir(filepath.Join(host, sub), 0o755))
 			}
 			cfg := newTask(t, "prop", "")
+			// The task mounts, as a CSI plugin does: it needs sys_admin.
+			cfg.Privileged = true
 			cfg.Config = map[string]any{"command": "/local/helper"}
 			cfg.Env = map[string]string{envPropagationHelper: "1", "GORACE": "atexit_sleep_ms=0"}
 			cfg.Mounts = []*drivers.MountConfig{{HostPath: host, TaskPath: "/data", PropagationMode: tc.mode}}

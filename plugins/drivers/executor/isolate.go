@@ -129,7 +129,12 @@ func (ss *sources) cloneAll(iso *Isolation) error {
 		return err
 	}
 	ss.list = append(ss.list, &source{target: "/dev", fd: dev, then: ss.fillDev})
-	proc, err := newFS("proc", nil, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+	var procOpts map[string]string
+	if iso.HidePIDs {
+		// "2" is hidepid=invisible, spelled so kernels before 5.8 take it.
+		procOpts = map[string]string{"hidepid": "2"}
+	}
+	proc, err := newFS("proc", procOpts, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
 	if err != nil {
 		return err
 	}

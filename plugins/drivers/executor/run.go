@@ -151,6 +151,10 @@ func command(spec *Spec) (*exec.Cmd, *deviceCgroup, error) {
 			cmd.Dir = "/"
 		}
 	}
+	if err := restrict(spec, cmd); err != nil {
+		closeOutputs(cmd)
+		return nil, cg, err
+	}
 	cmd.Path, err = lookPath(root, cmd.Dir, spec.Command, pathOf(spec.Env))
 	if err != nil {
 		closeOutputs(cmd)
@@ -164,7 +168,7 @@ func openOutput(path string) (*os.File, error) {
 	if path == "" {
 		path = os.DevNull
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
 	if err != nil {
 		return nil, fmt.Errorf("opening task output %q: %w", path, err)
 	}

@@ -35,6 +35,24 @@ type Spec struct {
 	// Isolation, when set, runs the task in a private mount namespace,
 	// chrooted into Isolation.Root. Nil runs it directly on the host.
 	Isolation *Isolation
+
+	// User, when set, is who the task runs as (the executor stays root).
+	User *User
+	// Caps, when not nil, is the task's capability bounding set: every
+	// other capability is dropped before the task is started, so even a
+	// root task can never hold it. Names are lowercase without "cap_"
+	// ("net_bind_service").
+	Caps []string
+	// NewIPC runs the task in a new IPC namespace.
+	NewIPC bool
+}
+
+// User is a task's user and groups.
+type User struct {
+	Name   string
+	UID    uint32
+	GID    uint32
+	Groups []uint32
 }
 
 // Isolation describes the root a task sees. See the package doc for the
@@ -50,6 +68,14 @@ type Isolation struct {
 	// Binds are read-write or read-only bind mounts of host paths into
 	// Root: the task's volumes and the alloc dir.
 	Binds []Bind
+	// HidePIDs mounts the task's /proc with hidepid=invisible: a task sees
+	// only the processes of its own user (not the agent's, nor other
+	// tasks' under other users).
+	HidePIDs bool
+	// OwnDirs are directories below Root (task paths) chowned to User
+	// before the task starts, so a task that is not root can use its own
+	// task dir (which is 0700).
+	OwnDirs []string
 }
 
 // Bind is one bind mount into the task's root.
