@@ -12,6 +12,7 @@ import (
 	"github.com/shoenig/test/must"
 
 	"github.com/berth-io/berth/nomad/msgpack"
+	"github.com/berth-io/berth/nomad/raftguard"
 	"github.com/berth-io/berth/nomad/state"
 	"github.com/berth-io/berth/nomad/structs"
 )
@@ -612,4 +613,27 @@ func TestEncodeEntry_RefusesWhatNoFSMCouldApply(t *testing.T) {
 
 	_, err = encodeEntry(structs.NodeRegisterRequestType, &structs.NodeRegisterRequest{Node: fsmNode("ok")})
 	must.NoError(t, err)
+}
+
+// FuzzFSMApply: no entry, whatever its bytes, makes Apply panic; an
+// unknown type halts the FSM instead, and the raftguard entry check
+// refuses exactly the entries that would halt it.
+func FuzzFSMApply(f *testing.F) {
+	job, _ := msgpack.Encode(structs.JobRegisterRequestType, &structs.JobRegisterRequest{Job: &structs.Job{ID: "j", Namespace: "default"}})
+	f.Add(job)
+	f.Add([]byte{77, 0x80})
+	f.Add([]byte{byte(structs.ApplyPlanResultsRequestType), 0xdf, 0xff, 0xff, 0xff, 0xff})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fsm, err := NewFSM(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := fsm.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: data})
+		_, halted := resp.(*HaltError)
+		refused := raftguard.CheckEntries([]*raft.Log{{Index: 1, Type: raft.LogCommand, Data: data}}) != nil
+		if halted && !refused {
+			t.Fatalf("entry %x halts the fsm but the guard lets it through", data)
+		}
+	})
 }
