@@ -81,6 +81,15 @@ type Runner struct {
 	tasksExited bool
 	// failEvent is set by a StopFailed that came before any other stop.
 	failEvent *structs.TaskEvent
+
+	// report is a one-slot lock held from taking a state snapshot until
+	// the updater has it. The updater (the client's syncer) keeps only the
+	// latest snapshot per alloc, so two task runners reporting at once
+	// must not hand theirs over in the opposite order: the older one would
+	// win and the servers would see, say, pending after running. (A
+	// channel rather than a mutex: a goroutine waiting on it counts as
+	// blocked for testing/synctest.)
+	report chan struct{}
 }
 
 // New builds a runner; it persists a new alloc before anything else.
@@ -102,6 +111,7 @@ func New(cfg *Config) (*Runner, error) {
 		restored:       cfg.Restore,
 		postrunBackoff: cfg.PostrunBackoff,
 		updateCh:       make(chan struct{}, 1),
+		report:         make(chan struct{}, 1),
 		waitCh:         make(chan struct{}),
 		postrunDone:    make(chan struct{}),
 		alloc:          a,
@@ -180,7 +190,11 @@ func (r *Runner) Alloc() *structs.Allocation {
 // WaitCh is closed once Run returned.
 func (r *Runner) WaitCh() <-chan struct{} { return r.waitCh }
 
-func (r *Runner) taskStateUpdated() { r.updater.AllocStateUpdated(r.Alloc()) }
+func (r *Runner) taskStateUpdated() {
+	r.report <- struct{}{}
+	defer func() { <-r.report }()
+	r.updater.AllocStateUpdated(r.Alloc())
+}
 
 // Update takes a new version of the alloc from the servers: it persists
 // it, then (in the runner's goroutine) runs update hooks and, when the

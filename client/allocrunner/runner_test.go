@@ -424,3 +424,51 @@ func TestRunner_ShutdownWithHungPrerunIsBounded(t *testing.T) {
 		wait()
 	})
 }
+
+// gatedUpdater counts updates as they arrive and holds the first until
+// release is closed.
+type gatedUpdater struct {
+	release chan struct{}
+	// lock guards n.
+	lock sync.Mutex
+	n    int
+}
+
+func (u *gatedUpdater) AllocStateUpdated(*structs.Allocation) {
+	u.lock.Lock()
+	u.n++
+	first := u.n == 1
+	u.lock.Unlock()
+	if first {
+		<-u.release
+	}
+}
+
+func (u *gatedUpdater) calls() int {
+	u.lock.Lock()
+	defer u.lock.Unlock()
+	return u.n
+}
+
+// Two tasks reporting at once: the later snapshot is not handed over
+// before the earlier one is delivered (the client keeps only the latest,
+// so an overtaken report would leave a stale status, e.g. pending after
+// running; TestRunner_RunsTasksToCompletion saw that under load).
+func TestRunner_ReportsAreNotOvertaken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, structs.JobTypeBatch, nil, &structs.Task{Name: "a", Config: map[string]any{"run_for": "1s"}})
+		r := h.runner(false)
+		u := &gatedUpdater{release: make(chan struct{})}
+		r.updater = u
+
+		var wg sync.WaitGroup
+		wg.Go(r.taskStateUpdated) // held inside the updater
+		synctest.Wait()
+		wg.Go(r.taskStateUpdated)
+		synctest.Wait()
+		must.Eq(t, 1, u.calls())
+		close(u.release)
+		wg.Wait()
+		must.Eq(t, 2, u.calls())
+	})
+}
