@@ -365,8 +365,23 @@ type CSIVolumeClaim struct {
 	// ControllerPublished: the servers may have controller-published the
 	// volume for this claim (the plugin's controller attaches).
 	ControllerPublished bool
-	CreateTime          int64 // unix ns
-	ModifyTime          int64 // unix ns
+	// History is the claim's timeline, oldest first (Berth's addition):
+	// each change of its step, error or attempts, the newest 16 kept.
+	History    []CSIClaimTransition `json:",omitempty"`
+	CreateTime int64                // unix ns
+	ModifyTime int64                // unix ns
+}
+
+// CSIClaimTransition is one entry of a claim's timeline. From equals To
+// when only the error or the attempts changed; From is empty for the
+// claim's first step.
+type CSIClaimTransition struct {
+	From, To CSIClaimStep
+	Time     int64 // unix ns, the leader's clock
+	Index    uint64
+	Error    string `json:",omitempty"`
+	Attempts int
+	Reason   string `json:",omitempty"` // why it was freed off the normal path
 }
 
 // CSIVolumeListStub is the list view of a volume. State and Claims are

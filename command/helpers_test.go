@@ -810,7 +810,14 @@ func seedCluster(f *fakeAPI) {
 				{AllocID: allocA, NodeID: nodeA, JobID: "web", Mode: api.CSIVolumeClaimWrite, Step: api.CSIClaimTaken, CreateTime: now.Add(-time.Hour).UnixNano()},
 				{AllocID: allocA2, NodeID: nodeA, JobID: "web", Mode: api.CSIVolumeClaimWrite, Step: api.CSIClaimNodeDetached, Attempts: 3,
 					LastError: "controller unpublish: rpc error: code = Unavailable", NextRetry: now.Add(30 * time.Second).UnixNano(),
-					CreateTime: now.Add(-2 * time.Hour).UnixNano()},
+					CreateTime: now.Add(-2 * time.Hour).UnixNano(),
+					History: []api.CSIClaimTransition{
+						{To: api.CSIClaimReserved, Time: now.Add(-2 * time.Hour).UnixNano(), Index: 10},
+						{From: api.CSIClaimReserved, To: api.CSIClaimTaken, Time: now.Add(-2 * time.Hour).UnixNano(), Index: 11},
+						{From: api.CSIClaimTaken, To: api.CSIClaimNodeDetached, Time: now.Add(-time.Minute).UnixNano(), Index: 20},
+						{From: api.CSIClaimNodeDetached, To: api.CSIClaimNodeDetached, Time: now.Add(-time.Second).UnixNano(), Index: 23,
+							Error: "controller unpublish: rpc error: code = Unavailable", Attempts: 3},
+					}},
 			},
 			PastClaims: []*api.CSIVolumeClaim{
 				{AllocID: "0dd0dd00-0000-4000-8000-000000000007", NodeID: nodeB, Mode: api.CSIVolumeClaimRead, Step: api.CSIClaimFreed,

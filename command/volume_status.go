@@ -199,6 +199,7 @@ func (c *VolumeStatusCommand) formatVolume(v *api.CSIVolume) string {
 	}
 
 	if c.verbose {
+		writeClaimTimelines(&b, v.Claims, "Claim Timeline")
 		b.WriteString("\n\nPast Claims\n")
 		if len(v.PastClaims) == 0 {
 			b.WriteString("No past claims")
@@ -275,4 +276,45 @@ func mountOptions(o *api.CSIMountOptions) string {
 func (m *Meta) resolveVolume(client *api.Client, id string) (*api.CSIVolumeListStub, error) {
 	vols, _, err := client.CSIVolumes().List(&api.QueryOptions{Prefix: id})
 	return volumeListing(false).resolve(m, id, vols, err)
+}
+
+// writeClaimTimelines prints each claim's history as a timeline: when it
+// moved, from which step to which, and the error and attempts it had.
+func writeClaimTimelines(b *strings.Builder, claims []*api.CSIVolumeClaim, title string) {
+	shown := false
+	for _, cl := range claims {
+		if cl == nil || len(cl.History) == 0 {
+			continue
+		}
+		if !shown {
+			b.WriteString("\n\n" + title)
+			shown = true
+		}
+		fmt.Fprintf(b, "\nalloc %s on node %s\n", cl.AllocID, cl.NodeID)
+		rows := [][]string{{"Time", "Transition", "Attempts", "Error"}}
+		for _, t := range cl.History {
+			rows = append(rows, []string{formatUnixNano(t.Time), transitionText(t), strconv.Itoa(t.Attempts), oneLine(t.Error + reasonSuffix(t))})
+		}
+		b.WriteString(table(rows))
+	}
+}
+
+func transitionText(t api.CSIClaimTransition) string {
+	switch {
+	case t.From == "":
+		return string(t.To)
+	case t.From == t.To:
+		return string(t.To) + " (retry)"
+	}
+	return string(t.From) + " -> " + string(t.To)
+}
+
+func reasonSuffix(t api.CSIClaimTransition) string {
+	if t.Reason == "" {
+		return ""
+	}
+	if t.Error == "" {
+		return t.Reason
+	}
+	return " (" + t.Reason + ")"
 }

@@ -173,7 +173,20 @@ func claimToAPI(c *structs.CSIVolumeClaim) *api.CSIVolumeClaim {
 		Step: api.CSIClaimStep(c.Step), LastError: c.LastError, Attempts: c.Attempts, NextRetry: c.NextRetry,
 		ReleaseReason: c.ReleaseReason, CreateTime: c.CreateTime, ModifyTime: c.ModifyTime,
 		BlockedStep: api.CSIClaimStep(c.BlockedStep), Unsupported: c.Unsupported, ControllerPublished: c.ControllerPublished,
+		History: claimHistoryToAPI(c.History),
 	}
+}
+
+func claimHistoryToAPI(h []structs.CSIClaimTransition) []api.CSIClaimTransition {
+	if len(h) == 0 {
+		return nil
+	}
+	out := make([]api.CSIClaimTransition, 0, len(h))
+	for _, t := range h {
+		out = append(out, api.CSIClaimTransition{From: api.CSIClaimStep(t.From), To: api.CSIClaimStep(t.To),
+			Time: t.Time, Index: t.Index, Error: t.Error, Attempts: t.Attempts, Reason: t.Reason})
+	}
+	return out
 }
 
 func volumeStubToAPI(v *structs.CSIVolumeListStub, h pluginHealth) *api.CSIVolumeListStub {

@@ -115,6 +115,7 @@ func updateCSIVolumeClaimTxn(txn *writeTxn, u *structs.CSIVolumeClaimUpdate, ts 
 		claim.CreateIndex = existing.CreateIndex
 	}
 
+	claim.History = claimHistory(existing, claim, ts, txn.index)
 	if claim.Step == structs.CSIClaimFreed {
 		delete(v.Claims, allocID)
 		v.PastClaims = append(v.PastClaims, claim)

@@ -375,10 +375,33 @@ type CSIVolumeClaim struct {
 	// controller still advertises it.
 	ControllerPublished bool
 
+	// History is the claim's timeline: one entry per change of its step,
+	// error or attempts, oldest first, at most MaxClaimHistory (the
+	// oldest are dropped). The state store writes it; updates sent by
+	// writers never set it.
+	History []CSIClaimTransition
+
 	CreateTime  int64
 	ModifyTime  int64
 	CreateIndex uint64
 	ModifyIndex uint64
+}
+
+// MaxClaimHistory bounds CSIVolumeClaim.History. A claim that retries a
+// failing release for hours keeps its latest transitions, which say why
+// it is stuck now.
+const MaxClaimHistory = 16
+
+// CSIClaimTransition is one entry of a claim's timeline: the step it
+// moved from and to (equal when only the error or attempts changed), at
+// the leader's time and the Raft index of the write.
+type CSIClaimTransition struct {
+	From, To CSIClaimStep
+	Time     int64 // unix ns, the leader's clock
+	Index    uint64
+	Error    string
+	Attempts int
+	Reason   string // the release reason, when freed off the normal path
 }
 
 // Copy returns a deep copy.
@@ -388,6 +411,7 @@ func (c *CSIVolumeClaim) Copy() *CSIVolumeClaim {
 	}
 	out := *c
 	out.PublishContext = maps.Clone(c.PublishContext)
+	out.History = slices.Clone(c.History)
 	return &out
 }
 
