@@ -161,7 +161,7 @@ func withCSIVolume(job *structs.Job, source string) *structs.Job {
 func submitJob(t *testing.T, s *cluster.Server, job *structs.Job) string {
 	t.Helper()
 	var reply structs.JobRegisterResponse
-	must.NoError(t, s.RPC("Job.Register", &structs.JobRegisterRequest{Job: job}, &reply))
+	rpcWhileNoLeader(t, s, "Job.Register", &structs.JobRegisterRequest{Job: job}, &reply)
 	return reply.EvalID
 }
 
