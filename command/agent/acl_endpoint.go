@@ -228,6 +228,9 @@ func decodeToken(r *http.Request) (*api.ACLToken, error) {
 			if err := json.Unmarshal(raw.ExpirationTTL, &str); err != nil {
 				return nil, CodedError(http.StatusBadRequest, "ExpirationTTL: want nanoseconds or a duration string such as \"8h\"")
 			}
+			if str == "" {
+				return &out, nil // Nomad's client sends "" for no expiry
+			}
 			d, err := time.ParseDuration(str)
 			if err != nil {
 				return nil, CodedError(http.StatusBadRequest, fmt.Sprintf("ExpirationTTL %q: %v", str, err))
