@@ -1,6 +1,7 @@
 package api
 
 import (
+	"maps"
 	"net/url"
 	"strconv"
 	"time"
@@ -545,4 +546,82 @@ type CSINodeInfo struct {
 	SupportsStats           bool
 	SupportsExpand          bool
 	SupportsCondition       bool
+}
+
+// CSISnapshot is a volume snapshot as its storage provider has it.
+type CSISnapshot struct {
+	ID                     string // the provider's snapshot ID
+	ExternalSourceVolumeID string // the provider's ID of the source volume
+	SizeBytes              int64
+	CreateTime             int64 // unix seconds, from the provider
+	IsReady                bool
+	SourceVolumeID         string // Berth's volume ID
+	PluginID               string
+
+	// For create only.
+	Name       string
+	Secrets    CSISecrets
+	Parameters map[string]string
+}
+
+// CSISnapshotCreateRequest is the body of PUT /v1/volumes/snapshot.
+type CSISnapshotCreateRequest struct {
+	Snapshots []*CSISnapshot
+}
+
+// CSISnapshotCreateResponse has the snapshots made.
+type CSISnapshotCreateResponse struct {
+	Snapshots []*CSISnapshot
+}
+
+// CSISnapshotListResponse is one page of a plugin's snapshots.
+type CSISnapshotListResponse struct {
+	Snapshots []*CSISnapshot
+	NextToken string
+}
+
+// secretHeaders is the X-Nomad-CSI-Secrets header for secrets, or nil.
+func secretHeaders(secrets CSISecrets) map[string]string {
+	if len(secrets) == 0 {
+		return nil
+	}
+	return map[string]string{CSISecretsHeader: EncodeCSISecrets(secrets)}
+}
+
+// CreateSnapshot snapshots the volume snap.SourceVolumeID (PUT
+// /v1/volumes/snapshot); snap.Secrets go in X-Nomad-CSI-Secrets.
+func (v *CSIVolumes) CreateSnapshot(snap *CSISnapshot, w *WriteOptions) (*CSISnapshotCreateResponse, error) {
+	var resp CSISnapshotCreateResponse
+	body := &CSISnapshotCreateRequest{Snapshots: []*CSISnapshot{snap}}
+	if _, err := v.c.writeWithHeaders("PUT", "/v1/volumes/snapshot", secretHeaders(snap.Secrets), body, &resp, w); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// DeleteSnapshot deletes snapshot snap.ID of plugin snap.PluginID.
+func (v *CSIVolumes) DeleteSnapshot(snap *CSISnapshot, w *WriteOptions) error {
+	q := url.Values{"snapshot_id": {snap.ID}, "plugin_id": {snap.PluginID}}
+	_, err := v.c.writeWithHeaders("DELETE", "/v1/volumes/snapshot?"+q.Encode(), secretHeaders(snap.Secrets), nil, nil, w)
+	return err
+}
+
+// ListSnapshots lists one page (q.PerPage, q.NextToken) of the snapshots
+// of plugin pluginID.
+func (v *CSIVolumes) ListSnapshots(pluginID string, q *QueryOptions) (*CSISnapshotListResponse, *QueryMeta, error) {
+	qq := QueryOptions{}
+	if q != nil {
+		qq = *q
+	}
+	qq.Params = maps.Clone(qq.Params)
+	if qq.Params == nil {
+		qq.Params = map[string]string{}
+	}
+	qq.Params["plugin_id"] = pluginID
+	var resp CSISnapshotListResponse
+	qm, err := v.c.query("/v1/volumes/snapshot", &resp, &qq)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &resp, qm, nil
 }

@@ -113,6 +113,16 @@ func (c *csiControllers) delete(ctx context.Context, vol *structs.CSIVolume) err
 	return c.call(ctx, vol.PluginID, "CSIController.Delete", args, &structs.ClientCSIControllerResponse{})
 }
 
+// snapshot runs one snapshot method (CSIController.CreateSnapshot,
+// DeleteSnapshot or ListSnapshots) on a controller of args.PluginID.
+func (c *csiControllers) snapshot(ctx context.Context, method string, args *structs.ClientCSIControllerSnapshotRequest) (*structs.ClientCSIControllerSnapshotResponse, error) {
+	var reply structs.ClientCSIControllerSnapshotResponse
+	if err := c.call(ctx, args.PluginID, method, args, &reply); err != nil {
+		return nil, err
+	}
+	return &reply, nil
+}
+
 // NodeDetach asks the client of claim's node, through its node session, to
 // unpublish vol for claim's alloc (volumewatcher.NodeDetacher).
 func (c *csiControllers) NodeDetach(ctx context.Context, vol *structs.CSIVolume, claim *structs.CSIVolumeClaim) error {

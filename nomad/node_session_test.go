@@ -39,6 +39,7 @@ type fakeController struct {
 	create     []*structs.ClientCSIControllerCreateRequest
 	delete     []*structs.ClientCSIControllerDeleteRequest
 	validate   []*structs.ClientCSIControllerValidateRequest
+	snapshots  []*structs.ClientCSIControllerSnapshotRequest
 	errs       map[string][]error // next answers per method
 	externalID string
 }
@@ -61,6 +62,37 @@ func (f *fakeController) script(method string, errs ...error) {
 		f.errs = map[string][]error{}
 	}
 	f.errs[method] = append(f.errs[method], errs...)
+}
+
+func (f *fakeController) CreateSnapshot(args *structs.ClientCSIControllerSnapshotRequest, reply *structs.ClientCSIControllerSnapshotResponse) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.snapshots = append(f.snapshots, args)
+	if err := f.answer("CreateSnapshot"); err != nil {
+		return err
+	}
+	reply.Snapshots = []*structs.CSISnapshot{{ID: "snap-" + args.Name, ExternalSourceVolumeID: args.ExternalID,
+		PluginID: args.PluginID, SizeBytes: 4096, CreateTime: 1700000000, IsReady: true}}
+	return nil
+}
+
+func (f *fakeController) DeleteSnapshot(args *structs.ClientCSIControllerSnapshotRequest, _ *structs.ClientCSIControllerResponse) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.snapshots = append(f.snapshots, args)
+	return f.answer("DeleteSnapshot")
+}
+
+func (f *fakeController) ListSnapshots(args *structs.ClientCSIControllerSnapshotRequest, reply *structs.ClientCSIControllerSnapshotResponse) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.snapshots = append(f.snapshots, args)
+	if err := f.answer("ListSnapshots"); err != nil {
+		return err
+	}
+	reply.Snapshots = []*structs.CSISnapshot{{ID: "snap-1", ExternalSourceVolumeID: "pv-db", PluginID: args.PluginID}}
+	reply.NextToken = "2"
+	return nil
 }
 
 func (f *fakeController) Publish(args *structs.ClientCSIControllerPublishRequest, reply *structs.ClientCSIControllerPublishResponse) error {
@@ -346,4 +378,77 @@ func TestCSIVolumeDelete_RefusedWhileClaimedThenDeletesThroughTheController(t *t
 	v, serr := s.State().CSIVolumeByID(nil, structs.DefaultNamespace, "db")
 	must.NoError(t, serr)
 	must.Nil(t, v)
+}
+
+// Snapshots go to the plugin's controller through the session, only when
+// it advertises them, with the volume's secrets; refusals name what is
+// missing.
+func TestCSISnapshots_ThroughTheController(t *testing.T) {
+	s := csiServer(t, nil, nil)
+	node := controllerNode(0)
+	joinNode(t, s, node)
+	ctrl := &fakeController{}
+	openSession(t, s, node, node.SecretID, ctrl)
+	vol := testVolume("db", hostpath)
+	vol.ExternalID = "pv-db"
+	registerVolumes(t, s, "", vol)
+
+	create := func() (*structs.CSISnapshotCreateResponse, error) {
+		var reply structs.CSISnapshotCreateResponse
+		err := s.RPC(structs.MethodCSIVolumeCreateSnapshot, &structs.CSISnapshotCreateRequest{
+			Snapshots: []*structs.CSISnapshot{{SourceVolumeID: "db", Name: "nightly", Secrets: structs.CSISecrets{"extra": "x"}}}}, &reply)
+		return &reply, err
+	}
+	// No CREATE_DELETE_SNAPSHOT: refused by name, nothing sent.
+	_, err := create()
+	must.ErrorIs(t, err, structs.ErrUnsupported)
+	must.StrContains(t, err.Error(), `snapshotting volume "db": the controller of plugin "hostpath" does not advertise CREATE_DELETE_SNAPSHOT`)
+
+	node = node.Copy()
+	node.CSIControllerPlugins[hostpath].ControllerInfo.SupportsCreateDeleteSnapshot = true
+	node.CSIControllerPlugins[hostpath].ControllerInfo.SupportsListSnapshots = true
+	joinNode(t, s, node)
+	var reply *structs.CSISnapshotCreateResponse
+	testutil.WaitForResult(t, func() (bool, error) {
+		reply, err = create()
+		return err == nil, err
+	})
+	must.SliceLen(t, 1, reply.Snapshots)
+	must.Eq(t, "snap-nightly", reply.Snapshots[0].ID)
+	must.Eq(t, "db", reply.Snapshots[0].SourceVolumeID)
+	ctrl.mu.Lock()
+	sent := ctrl.snapshots[len(ctrl.snapshots)-1]
+	ctrl.mu.Unlock()
+	must.Eq(t, "pv-db", sent.ExternalID, must.Sprint("the plugin's own volume ID"))
+	must.Eq(t, "hunter2", sent.Secrets["password"], must.Sprint("the volume's secrets"))
+	must.Eq(t, "x", sent.Secrets["extra"], must.Sprint("and the request's"))
+
+	// The plugin's refusal comes back with its words.
+	ctrl.script("CreateSnapshot", structs.NewError(structs.CodeInvalid, "rpc error: code = FailedPrecondition desc = volume in use"))
+	_, err = create()
+	must.ErrorIs(t, err, structs.ErrInvalid)
+	must.StrContains(t, err.Error(), "volume in use")
+
+	var list structs.CSISnapshotListResponse
+	must.NoError(t, s.RPC(structs.MethodCSIVolumeListSnapshots, &structs.CSISnapshotListRequest{
+		PluginID: hostpath, QueryOptions: structs.QueryOptions{PerPage: 1}}, &list))
+	must.SliceLen(t, 1, list.Snapshots)
+	must.Eq(t, "db", list.Snapshots[0].SourceVolumeID, must.Sprint("Berth's volume named from the provider's ID"))
+	must.Eq(t, "2", list.NextToken)
+	err = s.RPC(structs.MethodCSIVolumeListSnapshots, &structs.CSISnapshotListRequest{}, &list)
+	must.ErrorIs(t, err, structs.ErrInvalid)
+
+	must.NoError(t, s.RPC(structs.MethodCSIVolumeDeleteSnapshot, &structs.CSISnapshotDeleteRequest{
+		Snapshots: []*structs.CSISnapshot{{ID: "snap-nightly", PluginID: hostpath}}}, &structs.GenericResponse{}))
+	ctrl.mu.Lock()
+	must.Eq(t, "snap-nightly", ctrl.snapshots[len(ctrl.snapshots)-1].SnapshotID)
+	ctrl.mu.Unlock()
+
+	_, err = func() (*structs.CSISnapshotCreateResponse, error) {
+		var r structs.CSISnapshotCreateResponse
+		err := s.RPC(structs.MethodCSIVolumeCreateSnapshot, &structs.CSISnapshotCreateRequest{
+			Snapshots: []*structs.CSISnapshot{{SourceVolumeID: "nope"}}}, &r)
+		return &r, err
+	}()
+	must.ErrorIs(t, err, structs.ErrNotFound)
 }

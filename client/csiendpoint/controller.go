@@ -145,3 +145,67 @@ func (e *Controller) Delete(args *structs.ClientCSIControllerDeleteRequest, _ *s
 	}
 	return nil
 }
+
+// CreateSnapshot runs CreateSnapshot of volume ExternalID under Name (the
+// idempotency key: the same name gives the same snapshot).
+func (e *Controller) CreateSnapshot(args *structs.ClientCSIControllerSnapshotRequest, reply *structs.ClientCSIControllerSnapshotResponse) error {
+	cl, err := e.controller(&args.ClientCSIControllerRequest)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := e.callCtx()
+	defer cancel()
+	snap, err := cl.ControllerCreateSnapshot(ctx, &csi.ControllerCreateSnapshotRequest{
+		SourceVolumeID: args.ExternalID, Name: args.Name, Secrets: args.Secrets, Parameters: args.Parameters,
+	})
+	if err != nil {
+		return e.failed("CreateSnapshot", &args.ClientCSIControllerRequest, err)
+	}
+	reply.Snapshots = []*structs.CSISnapshot{snapshotOf(snap, args.PluginID)}
+	return nil
+}
+
+// DeleteSnapshot runs DeleteSnapshot; a snapshot already gone is a
+// success.
+func (e *Controller) DeleteSnapshot(args *structs.ClientCSIControllerSnapshotRequest, _ *structs.ClientCSIControllerResponse) error {
+	cl, err := e.controller(&args.ClientCSIControllerRequest)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := e.callCtx()
+	defer cancel()
+	if err := cl.ControllerDeleteSnapshot(ctx, &csi.ControllerDeleteSnapshotRequest{SnapshotID: args.SnapshotID, Secrets: args.Secrets}); err != nil {
+		return e.failed("DeleteSnapshot "+args.SnapshotID, &args.ClientCSIControllerRequest, err)
+	}
+	return nil
+}
+
+// ListSnapshots runs ListSnapshots for one page.
+func (e *Controller) ListSnapshots(args *structs.ClientCSIControllerSnapshotRequest, reply *structs.ClientCSIControllerSnapshotResponse) error {
+	cl, err := e.controller(&args.ClientCSIControllerRequest)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := e.callCtx()
+	defer cancel()
+	page, err := cl.ControllerListSnapshots(ctx, &csi.ControllerListSnapshotsRequest{
+		MaxEntries: args.MaxEntries, StartingToken: args.StartingToken, Secrets: args.Secrets,
+	})
+	if err != nil {
+		return e.failed("ListSnapshots", &args.ClientCSIControllerRequest, err)
+	}
+	for _, s := range page.Entries {
+		reply.Snapshots = append(reply.Snapshots, snapshotOf(s, args.PluginID))
+	}
+	reply.NextToken = page.NextToken
+	return nil
+}
+
+func snapshotOf(s *csi.Snapshot, pluginID string) *structs.CSISnapshot {
+	out := &structs.CSISnapshot{ID: s.ID, ExternalSourceVolumeID: s.SourceVolumeID, PluginID: pluginID,
+		SizeBytes: s.SizeBytes, IsReady: s.ReadyToUse}
+	if !s.CreateTime.IsZero() {
+		out.CreateTime = s.CreateTime.Unix()
+	}
+	return out
+}

@@ -86,6 +86,7 @@ func (s *HTTPServer) registerHandlers() {
 	s.mux.HandleFunc("/v1/nodes", s.wrap(s.nodesRequest))
 	s.mux.HandleFunc("/v1/node/", s.wrap(s.nodeRequest))
 	s.mux.HandleFunc("/v1/volumes", s.wrap(s.csiVolumesRequest))
+	s.mux.HandleFunc("/v1/volumes/snapshot", s.wrap(s.csiSnapshotsRequest))
 	s.mux.HandleFunc("/v1/volume/csi/", s.wrap(s.csiVolumeRequest))
 	s.mux.HandleFunc("/v1/plugins", s.wrap(s.csiPluginsRequest))
 	s.mux.HandleFunc("/v1/plugin/csi/", s.wrap(s.csiPluginRequest))

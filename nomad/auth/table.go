@@ -145,6 +145,9 @@ var table = []Endpoint{
 	nodeWrite(structs.MethodCSIVolumeClaim),
 	nodeWrite(structs.MethodCSIVolumeUnpublish),
 	nodeWrite(structs.MethodCSIVolumeReportProgress),
+	write(structs.MethodCSIVolumeCreateSnapshot, ns(acl.CapCSIWriteVolume)),
+	write(structs.MethodCSIVolumeDeleteSnapshot, ns(acl.CapCSIWriteVolume)),
+	read(structs.MethodCSIVolumeListSnapshots, ns(acl.CapCSIListVolume)),
 
 	read(structs.MethodCSIPluginGet, kind(PluginRead)),
 	read(structs.MethodCSIPluginList, kind(PluginList)),

@@ -46,6 +46,9 @@ const (
 	MethodCSIVolumeUnpublish      = "CSIVolume.Unpublish"
 	MethodCSIVolumeDetach         = "CSIVolume.Detach"
 	MethodCSIVolumeReportProgress = "CSIVolume.ReportProgress"
+	MethodCSIVolumeCreateSnapshot = "CSIVolume.CreateSnapshot"
+	MethodCSIVolumeDeleteSnapshot = "CSIVolume.DeleteSnapshot"
+	MethodCSIVolumeListSnapshots  = "CSIVolume.ListSnapshots"
 
 	MethodCSIPluginGet  = "CSIPlugin.Get"
 	MethodCSIPluginList = "CSIPlugin.List"
