@@ -148,6 +148,11 @@ func (c *Client) setupCSI() error {
 	if err != nil {
 		return fmt.Errorf("client: %w", err)
 	}
+	for _, p := range cfg.CSI.Plugins {
+		if err := reg.Register(p); err != nil {
+			return fmt.Errorf("client: %w", err)
+		}
+	}
 	mgr, err := csimanager.New(csimanager.Config{
 		Registry: reg, DB: c.db, Root: root, Logger: cfg.Logger, UpdateNode: c.updateNodeCSI,
 		FingerprintInterval: cfg.CSI.FingerprintInterval, IsMountpoint: cfg.CSI.IsMountpoint, CSIOptions: cfg.CSI.ClientOptions,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/berth-io/berth/client/allocrunner"
 	"github.com/berth-io/berth/client/allocrunner/taskrunner"
+	"github.com/berth-io/berth/client/dynamicplugins"
 	"github.com/berth-io/berth/client/logs"
 	"github.com/berth-io/berth/client/state"
 	"github.com/berth-io/berth/helper"
@@ -100,6 +101,9 @@ type CSIConfig struct {
 	IsMountpoint func(path string) (bool, error)
 	// ClientOptions configure the CSI plugin clients (timeouts, retries).
 	ClientOptions []csi.Option
+	// Plugins are registered at start as if plugin tasks had registered
+	// them: for in-process tests (testutil/sim) whose plugins are not tasks.
+	Plugins []*dynamicplugins.PluginInfo
 }
 
 // Defaults.

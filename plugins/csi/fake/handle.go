@@ -12,9 +12,12 @@ import (
 func handle[Req, Resp proto.Message](ctx context.Context, p *Plugin, method string, req Req,
 	def func(s Settings, req Req) Resp) (Resp, error) {
 
+	p.observe(Call{Method: method, Req: req})
 	if err := p.begin(ctx, method, req); err != nil {
+		p.observe(Call{Method: method, Req: req, Done: true, Err: err})
 		var zero Resp
 		return zero, err
 	}
+	p.observe(Call{Method: method, Req: req, Done: true})
 	return reply(p, method, def(p.settingsCopy(), req))
 }

@@ -49,6 +49,7 @@ type Plugin struct {
 	responses map[string]proto.Message
 	calls     map[string]int
 	last      map[string]proto.Message
+	observer  func(Call)
 	changed   chan struct{} // closed and replaced whenever calls change
 	server    *grpc.Server  // nil when not serving
 	stopping  chan struct{} // closed by Stop to release hung calls
@@ -157,6 +158,15 @@ func (p *Plugin) SetHang(method string, hang bool) {
 	p.hang[method] = hang
 }
 
+// ClearFaults drops every queued NextErr and every SetHang: the plugin
+// answers normally again (a fault healed).
+func (p *Plugin) ClearFaults() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	clear(p.nextErrs)
+	clear(p.hang)
+}
+
 // SetResponse makes method answer with a copy of resp (which must be the
 // method's response type, e.g. *csipb.NodeGetInfoResponse) instead of the
 // default answer; nil restores the default.
@@ -207,6 +217,34 @@ func (p *Plugin) WaitForCalls(ctx context.Context, method string, n int) error {
 			return ctx.Err()
 		case <-changed:
 		}
+	}
+}
+
+// Call is one RPC as an observer sees it: once when it arrives (Done
+// false), once when its outcome is decided (Done true, Err nil when the
+// plugin answers normally).
+type Call struct {
+	Method string
+	Req    proto.Message
+	Done   bool
+	Err    error
+}
+
+// SetObserver makes f see every call (see Call), synchronously and
+// outside the plugin's lock: a witness of what the plugin was asked and
+// did, for checkers (testutil/sim). nil removes it.
+func (p *Plugin) SetObserver(f func(Call)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.observer = f
+}
+
+func (p *Plugin) observe(c Call) {
+	p.mu.Lock()
+	f := p.observer
+	p.mu.Unlock()
+	if f != nil {
+		f(c)
 	}
 }
 

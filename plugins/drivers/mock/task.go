@@ -2,6 +2,7 @@ package mock
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -147,4 +148,19 @@ func StartedConfig(taskID string) (*drivers.TaskConfig, bool) {
 		return nil, false
 	}
 	return t.cfg, true
+}
+
+// Running returns the IDs of the tasks in the registry whose ID starts
+// with prefix (e.g. "<alloc id>/") and that have not exited: the witness
+// of which tasks run, for checkers such as testutil/sim's.
+func Running(prefix string) []string {
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	var ids []string
+	for id, t := range registry.tasks {
+		if strings.HasPrefix(id, prefix) && !t.exited() {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }

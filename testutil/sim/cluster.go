@@ -1,0 +1,228 @@
+package sim
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+
+	"github.com/berth-io/berth/client"
+	"github.com/berth-io/berth/client/dynamicplugins"
+	"github.com/berth-io/berth/helper"
+	"github.com/berth-io/berth/nomad"
+	"github.com/berth-io/berth/nomad/structs"
+	"github.com/berth-io/berth/plugins/csi"
+	"github.com/berth-io/berth/plugins/csi/fake"
+	"github.com/berth-io/berth/plugins/drivers"
+	"github.com/berth-io/berth/plugins/drivers/mock"
+	"github.com/berth-io/berth/testutil/cluster"
+)
+
+// PluginID is the CSI plugin every simulated node runs.
+const PluginID = "simplug"
+
+// node is one simulated client node: its state dir, its plugin (which
+// outlives client restarts, as a plugin task does) and the running client.
+type node struct {
+	name    string
+	dataDir string
+	sock    string
+	plugin  *fake.Plugin
+
+	mu     sync.Mutex
+	client *client.Client // nil while killed
+	id     string
+}
+
+func (n *node) get() *client.Client {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.client
+}
+
+// simCluster is the in-process cluster of one schedule.
+type simCluster struct {
+	t       testing.TB
+	sched   *Schedule
+	servers []*cluster.Server
+	nodes   []*node
+	witness *Witness
+}
+
+// serverConfig shortens every timer the claim protocol waits on, so a
+// schedule's faults heal and claims free in about a second of real time.
+func serverConfig(c *nomad.Config) {
+	cluster.FastHeartbeats(c)
+	c.CSIClaimRetryBase = 20 * time.Millisecond
+	c.CSIClaimRetryMax = 300 * time.Millisecond
+	c.CSIVolumeWatcherResync = 500 * time.Millisecond
+	c.CSIClaimGCInterval = 500 * time.Millisecond
+	c.CSIControllerTimeout = 2 * time.Second
+	c.EvalNackDelay = 50 * time.Millisecond
+	c.FailedEvalFollowUpDelay = 200 * time.Millisecond
+}
+
+func (p Profile) settings(nodeName string) func(*fake.Settings) {
+	return func(s *fake.Settings) {
+		s.NodeID = "ext-" + nodeName
+		s.PluginServices = nil
+		s.ControllerCapabilities = nil
+		if p.Controller {
+			s.PluginServices = []csipb.PluginCapability_Service_Type{csipb.PluginCapability_Service_CONTROLLER_SERVICE}
+			if p.PublishUnpublish {
+				s.ControllerCapabilities = append(s.ControllerCapabilities, csipb.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME)
+			}
+			if p.PublishReadOnly {
+				s.ControllerCapabilities = append(s.ControllerCapabilities, csipb.ControllerServiceCapability_RPC_PUBLISH_READONLY)
+			}
+		}
+		s.NodeCapabilities = nil
+		if p.StageUnstage {
+			s.NodeCapabilities = []csipb.NodeServiceCapability_RPC_Type{csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME}
+		}
+	}
+}
+
+// start brings up the servers, the nodes with their plugins, waits for the
+// plugin to be healthy on every node, and registers the volumes.
+func start(t testing.TB, s *Schedule, w *Witness) (*simCluster, error) {
+	c := &simCluster{t: t, sched: s, witness: w}
+	if s.Servers <= 1 {
+		c.servers = []*cluster.Server{cluster.NewServer(t, serverConfig)}
+	} else {
+		c.servers = cluster.NewCluster(t, s.Servers, func(_ int, cfg *nomad.Config) { serverConfig(cfg) })
+	}
+	for i := range s.Nodes {
+		// Not t.TempDir(): the plugin socket must fit in 107 bytes.
+		dir, err := os.MkdirTemp("", "sim")
+		if err != nil {
+			return nil, err
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		n := &node{name: fmt.Sprintf("n%d", i), dataDir: filepath.Join(dir, "data"), sock: filepath.Join(dir, "csi.sock")}
+		n.plugin = fake.New()
+		n.plugin.Configure(s.Profile.settings(n.name))
+		n.plugin.SetObserver(w.Observer(n.name))
+		if err := n.plugin.Listen(n.sock); err != nil {
+			return nil, err
+		}
+		t.Cleanup(n.plugin.Stop)
+		c.nodes = append(c.nodes, n)
+		c.startClient(n)
+	}
+	leader := c.leader()
+	if err := waitFor(20*time.Second, func() error {
+		p, err := leader.State().CSIPluginByID(nil, PluginID)
+		if err != nil || p == nil {
+			return fmt.Errorf("plugin %s not fingerprinted (%v)", PluginID, err)
+		}
+		want := 0
+		if s.Profile.Controller {
+			want = s.Nodes
+		}
+		if p.NodesHealthy != s.Nodes || p.ControllersHealthy != want {
+			return fmt.Errorf("plugin %s has %d/%d healthy nodes, %d/%d controllers", PluginID, p.NodesHealthy, s.Nodes, p.ControllersHealthy, want)
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	var vols []*structs.CSIVolume
+	for _, v := range s.Volumes {
+		for _, id := range volumeIDs(v) {
+			vols = append(vols, &structs.CSIVolume{
+				ID: id, Name: id, ExternalID: "ext-" + id, Namespace: structs.DefaultNamespace, PluginID: PluginID,
+				RequestedCapabilities: []*structs.CSIVolumeCapability{{
+					AccessMode: v.Mode, AttachmentMode: structs.CSIVolumeAttachmentModeFilesystem,
+				}},
+			})
+		}
+	}
+	if err := c.rpc("CSIVolume.Register", &structs.CSIVolumeRegisterRequest{Volumes: vols}, &structs.CSIVolumeRegisterResponse{}); err != nil {
+		return nil, fmt.Errorf("registering volumes: %w", err)
+	}
+	return c, nil
+}
+
+// volumeIDs are the volumes registered for v: per_alloc families have one
+// per alloc index.
+func volumeIDs(v Volume) []string {
+	if v.PerAlloc {
+		return []string{v.ID + "[0]", v.ID + "[1]"}
+	}
+	return []string{v.ID}
+}
+
+func (c *simCluster) startClient(n *node) {
+	plugins := []*dynamicplugins.PluginInfo{{
+		Name: PluginID, Type: dynamicplugins.PluginTypeCSINode, SocketPath: n.sock, AllocID: "sim-plugin",
+	}}
+	if c.sched.Profile.Controller {
+		plugins = append(plugins, &dynamicplugins.PluginInfo{
+			Name: PluginID, Type: dynamicplugins.PluginTypeCSIController, SocketPath: n.sock, AllocID: "sim-plugin",
+		})
+	}
+	cl := cluster.NewClient(c.t, c.leaderOrAny(), n.name, func(cfg *client.Config) {
+		cfg.DataDir = n.dataDir
+		logger := cfg.Logger
+		cfg.Drivers = map[string]drivers.Driver{mock.Name: mock.New(logger, mock.Config{MountConfig: structs.MountConfigSupportAll})}
+		cfg.RetryBackoff = helper.Backoff{Base: 20 * time.Millisecond, Max: 300 * time.Millisecond}
+		cfg.ShutdownTimeout = 2 * time.Second
+		cfg.CSI = client.CSIConfig{
+			PluginWait:   5 * time.Second,
+			RetryBackoff: helper.Backoff{Base: 20 * time.Millisecond, Max: 300 * time.Millisecond},
+			PostrunWait:  100 * time.Millisecond, FingerprintInterval: 500 * time.Millisecond,
+			PluginProbeInterval: 500 * time.Millisecond,
+			IsMountpoint:        func(string) (bool, error) { return false, nil },
+			ClientOptions: []csi.Option{
+				csi.WithMaxAttempts(2),
+				csi.WithBackoff(csi.ExponentialBackoff(5*time.Millisecond, 20*time.Millisecond, nil)),
+			},
+			Plugins: plugins,
+		}
+	})
+	n.mu.Lock()
+	n.client, n.id = cl, cl.NodeID()
+	n.mu.Unlock()
+}
+
+func (c *simCluster) leader() *cluster.Server {
+	for _, s := range c.servers {
+		if s.IsLeader() {
+			return s
+		}
+	}
+	return cluster.WaitForLeader(c.t, c.servers...)
+}
+
+func (c *simCluster) leaderOrAny() *cluster.Server {
+	for _, s := range c.servers {
+		if s.IsLeader() {
+			return s
+		}
+	}
+	return c.servers[0]
+}
+
+// rpc sends a request through the leader (followers would forward).
+func (c *simCluster) rpc(method string, args, reply any) error {
+	return c.leaderOrAny().RPC(method, args, reply)
+}
+
+// waitFor polls f until it returns nil or d passes; it returns f's last
+// error then.
+func waitFor(d time.Duration, f func() error) error {
+	deadline := time.Now().Add(d)
+	for {
+		err := f()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		// A poll interval, not a wait for something: f is the condition.
+		time.Sleep(25 * time.Millisecond)
+	}
+}

@@ -1,0 +1,443 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/berth-io/berth/nomad/state"
+	"github.com/berth-io/berth/nomad/structs"
+	"github.com/berth-io/berth/plugins/drivers/mock"
+)
+
+// FreeBound is how long after the last fault healed every claim of a
+// terminal alloc must be freed, and mounts must match claims (checks 3-5),
+// in real time with the shortened timers of serverConfig.
+const FreeBound = 15 * time.Second
+
+// Run runs schedule s on a fresh in-process cluster and returns the
+// violations found. t owns the cluster: Run is meant to be called in a
+// subtest of its own, whose cleanup tears the cluster down.
+func Run(t testing.TB, s *Schedule) []Violation {
+	vs, _ := RunStats(t, s)
+	return vs
+}
+
+// RunStats is Run, with what the witness saw.
+func RunStats(t testing.TB, s *Schedule) ([]Violation, Stats) {
+	modes := map[string]structs.CSIVolumeAccessMode{}
+	for _, v := range s.Volumes {
+		for _, id := range volumeIDs(v) {
+			modes["ext-"+id] = v.Mode
+		}
+	}
+	w := NewWitness(modes)
+	c, err := start(t, s, w)
+	if err != nil {
+		return []Violation{{Check: CheckHarnessStep, Msg: fmt.Sprintf("starting the cluster: %v", err)}}, Stats{}
+	}
+	r := &runner{c: c, w: w, jobs: map[int]*jobInfo{}, finals: map[string]bool{}}
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); r.watchClaims(stop) }()
+
+	for _, o := range s.Ops {
+		r.do(o)
+	}
+	r.heal()
+	r.settle()
+	close(stop)
+	wg.Wait()
+	r.bg.Wait()
+	return w.Violations(), w.Stats()
+}
+
+type jobInfo struct {
+	op      Op
+	stopped bool
+}
+
+type runner struct {
+	c    *simCluster
+	w    *Witness
+	jobs map[int]*jobInfo
+	// finals: "<node>/<method>" and "ctrl/<method>" that got a final
+	// error code injected; a claim that then needs an operator is allowed.
+	mu     sync.Mutex
+	finals map[string]bool
+	bg     sync.WaitGroup
+}
+
+func jobID(i int) string { return fmt.Sprintf("j%d", i) }
+
+func (r *runner) job(o Op) *structs.Job {
+	v := r.c.sched.Volumes[o.Vol]
+	count := 1
+	if v.PerAlloc || v.Mode == structs.CSIVolumeAccessModeMultiNodeReader ||
+		v.Mode == structs.CSIVolumeAccessModeMultiNodeMultiWriter {
+		count = 2
+	}
+	typ, cfg := structs.JobTypeService, map[string]any{}
+	if o.Batch {
+		typ, cfg = structs.JobTypeBatch, map[string]any{"run_for": "300ms"}
+	}
+	return &structs.Job{
+		ID: jobID(o.Job), Name: jobID(o.Job), Namespace: structs.DefaultNamespace, Type: typ, Priority: 50,
+		Datacenters: []string{"dc*"},
+		TaskGroups: []*structs.TaskGroup{{
+			Name: "g", Count: count,
+			RestartPolicy: &structs.RestartPolicy{Attempts: 0, Interval: time.Minute, Delay: 10 * time.Millisecond, Mode: structs.RestartPolicyModeFail},
+			ReschedulePolicy: &structs.ReschedulePolicy{
+				Attempts: 0, Unlimited: true, Delay: 50 * time.Millisecond, DelayFunction: "constant", MaxDelay: time.Second,
+			},
+			Volumes: map[string]*structs.VolumeRequest{"data": {
+				Name: "data", Type: structs.VolumeTypeCSI, Source: v.ID, ReadOnly: o.ReadOnly, PerAlloc: v.PerAlloc,
+				AccessMode: v.Mode, AttachmentMode: structs.CSIVolumeAttachmentModeFilesystem,
+			}},
+			Tasks: []*structs.Task{{
+				Name: "t", Driver: "mock", Config: cfg,
+				Resources:    &structs.Resources{CPU: 100, MemoryMB: 64},
+				KillTimeout:  200 * time.Millisecond,
+				VolumeMounts: []*structs.VolumeMount{{Volume: "data", Destination: "/data", ReadOnly: o.ReadOnly}},
+			}},
+		}},
+	}
+}
+
+// do runs one op. Errors of ops are not violations: an op the cluster
+// refuses (a detach while the volume is in use, a drain of a down node)
+// is a legitimate answer. The checks judge the outcome.
+func (r *runner) do(o Op) {
+	c := r.c
+	switch o.Kind {
+	case OpRunJob:
+		r.jobs[o.Job] = &jobInfo{op: o}
+		_ = c.rpc("Job.Register", &structs.JobRegisterRequest{Job: r.job(o)}, &structs.JobRegisterResponse{})
+	case OpStopJob, OpPurgeJob:
+		j := r.jobs[o.Job]
+		if j == nil {
+			return
+		}
+		j.stopped = true
+		_ = c.rpc("Job.Deregister", &structs.JobDeregisterRequest{JobID: jobID(o.Job), Purge: o.Kind == OpPurgeJob,
+			WriteRequest: structs.WriteRequest{Namespace: structs.DefaultNamespace}}, &structs.JobDeregisterResponse{})
+	case OpDrain:
+		_ = c.rpc("Node.UpdateDrain", &structs.NodeUpdateDrainRequest{NodeID: c.nodes[o.Node].id,
+			DrainStrategy: &structs.DrainStrategy{Deadline: time.Second}}, &structs.NodeUpdateResponse{})
+	case OpIneligible, OpEligible:
+		r.eligible(o.Node, o.Kind == OpEligible)
+	case OpDetach:
+		v := c.sched.Volumes[o.Vol]
+		if o.Force {
+			for _, id := range volumeIDs(v) {
+				r.w.Excuse("ext-"+id, "detach -force")
+			}
+		}
+		for _, id := range volumeIDs(v) {
+			req := &structs.CSIVolumeDetachRequest{VolumeID: id, NodeID: c.nodes[o.Node].id, Force: o.Force,
+				WriteRequest: structs.WriteRequest{Namespace: structs.DefaultNamespace}}
+			// Detach waits for the release; the schedule goes on meanwhile.
+			r.bg.Add(1)
+			go func() { defer r.bg.Done(); _ = c.rpc("CSIVolume.Detach", req, &structs.GenericResponse{}) }()
+		}
+	case OpGC:
+		_ = c.rpc("System.GarbageCollect", &structs.GenericRequest{}, &structs.GenericResponse{})
+	case OpWait:
+		// Cluster time passing between two steps, not a wait for a
+		// condition: the schedule's interleaving.
+		time.Sleep(o.Wait)
+	case OpExitTasks:
+		// Every running batch-less task of one job exits as if it
+		// finished: the service is then failed and rescheduled.
+		for i, j := range r.jobs {
+			if j.stopped {
+				continue
+			}
+			allocs, _ := c.leaderOrAny().State().AllocsByJob(nil, structs.DefaultNamespace, jobID(i))
+			for _, a := range allocs {
+				for _, id := range mock.Running(a.ID + "/") {
+					_ = mock.ExitTask(id, 1)
+				}
+			}
+			break
+		}
+	case FaultKill:
+		n := c.nodes[o.Node]
+		if cl := n.get(); cl != nil {
+			_ = cl.Shutdown()
+			n.mu.Lock()
+			n.client = nil
+			n.mu.Unlock()
+		}
+	case FaultRestart:
+		if n := c.nodes[o.Node]; n.get() == nil {
+			c.startClient(n)
+		}
+	case FaultNode:
+		n := c.nodes[o.Node]
+		if o.Hang {
+			n.plugin.SetHang(o.Method, true)
+		} else {
+			n.plugin.NextErr(o.Method, o.Code)
+			if isFinal(o.Code) {
+				r.mu.Lock()
+				r.finals[n.name+"/"+o.Method] = true
+				r.mu.Unlock()
+			}
+		}
+	case FaultCtrl:
+		for _, n := range c.nodes {
+			if o.Hang {
+				n.plugin.SetHang(o.Method, true)
+			} else {
+				n.plugin.NextErr(o.Method, o.Code)
+			}
+		}
+		if !o.Hang && isFinal(o.Code) {
+			r.mu.Lock()
+			r.finals["ctrl/"+o.Method] = true
+			r.mu.Unlock()
+		}
+	case FaultHealCSI:
+		for _, n := range c.nodes {
+			n.plugin.ClearFaults()
+		}
+	}
+}
+
+func (r *runner) eligible(i int, yes bool) {
+	c := r.c
+	if yes {
+		_ = c.rpc("Node.UpdateDrain", &structs.NodeUpdateDrainRequest{NodeID: c.nodes[i].id, MarkEligible: true}, &structs.NodeUpdateResponse{})
+		_ = c.rpc("Node.UpdateEligibility", &structs.NodeUpdateEligibilityRequest{NodeID: c.nodes[i].id,
+			Eligibility: structs.NodeSchedulingEligible}, &structs.NodeUpdateResponse{})
+		return
+	}
+	_ = c.rpc("Node.UpdateEligibility", &structs.NodeUpdateEligibilityRequest{NodeID: c.nodes[i].id,
+		Eligibility: structs.NodeSchedulingIneligible}, &structs.NodeUpdateResponse{})
+}
+
+// heal ends every fault: killed clients restart from their state, plugins
+// answer normally, nodes are eligible and not draining.
+func (r *runner) heal() {
+	for i, n := range r.c.nodes {
+		n.plugin.ClearFaults()
+		if n.get() == nil {
+			r.c.startClient(n)
+		}
+		r.eligible(i, true)
+	}
+}
+
+// watchClaims checks guarantee 2 on the servers' side while the schedule
+// runs: a claim freed (without a recorded reason) while a task of its
+// alloc still runs.
+func (r *runner) watchClaims(stop <-chan struct{}) {
+	seen := map[string]bool{}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		for _, v := range r.volumes() {
+			for _, pc := range v.PastClaims {
+				key := v.ID + "/" + pc.AllocID
+				if seen[key] || pc.Step != structs.CSIClaimFreed {
+					continue
+				}
+				seen[key] = true
+				if pc.ReleaseReason != "" {
+					continue // detach -force, a node's deadline: recorded
+				}
+				if running := r.w.Running(pc.AllocID); len(running) > 0 {
+					r.w.Violate(CheckEarlyFree, "claim of alloc %s on volume %s freed while its tasks %v run", pc.AllocID, v.ID, running)
+				}
+			}
+		}
+	}
+}
+
+func (r *runner) volumes() []*structs.CSIVolume {
+	var out []*structs.CSIVolume
+	st := r.c.leaderOrAny().State()
+	for _, v := range r.c.sched.Volumes {
+		for _, id := range volumeIDs(v) {
+			vol, err := st.CSIVolumeByID(nil, structs.DefaultNamespace, id)
+			if err == nil && vol != nil {
+				out = append(out, vol)
+			}
+		}
+	}
+	return out
+}
+
+// settle waits up to FreeBound for checks 3-5 to hold, and records what
+// still does not then.
+func (r *runner) settle() {
+	var last []Violation
+	_ = waitFor(FreeBound, func() error {
+		// Judge a cluster at rest: no volume RPC for a while and no alloc
+		// still pending, else a check could pass before the work began.
+		last = nil
+		if !r.w.Quiet(time.Second) {
+			last = append(last, Violation{Check: CheckFreed, Msg: "plugins are still being called"})
+		}
+		if p := r.pending(); len(p) > 0 {
+			last = append(last, Violation{Check: CheckRuns, Msg: fmt.Sprintf("allocs still pending: %v", p)})
+		}
+		last = append(last, r.endState()...)
+		if len(last) > 0 {
+			return fmt.Errorf("%d end-state violations", len(last))
+		}
+		return nil
+	})
+	for _, v := range last {
+		r.w.Violate(v.Check, "%s (still, %s after healing)", v.Msg, FreeBound)
+	}
+}
+
+// pending lists the allocs the servers want running that have not
+// started yet.
+func (r *runner) pending() []string {
+	var out []string
+	iter, err := r.c.leaderOrAny().State().Allocs(nil)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	for raw := iter.Next(); raw != nil; raw = iter.Next() {
+		a := raw.(*structs.Allocation)
+		if a.DesiredStatus == structs.AllocDesiredStatusRun && a.ClientStatus == structs.AllocClientStatusPending {
+			out = append(out, a.ID)
+		}
+	}
+	return out
+}
+
+// endState evaluates checks 3, 4 and 5 once.
+func (r *runner) endState() []Violation {
+	st := r.c.leaderOrAny().State()
+	var out []Violation
+	allocs := map[string]*structs.Allocation{}
+	nodeName := map[string]string{}
+	for _, n := range r.c.nodes {
+		nodeName[n.id] = n.name
+	}
+	claimed := map[string]bool{} // node/extvol/alloc of live claims
+	blocked := map[string]bool{} // volume IDs held by a claim an operator must clear
+	for _, v := range r.volumes() {
+		for _, cl := range v.Claims {
+			a, _ := st.AllocByID(nil, cl.AllocID)
+			allocs[cl.AllocID] = a
+			live := a != nil && !a.TerminalStatus()
+			if cl.Step == structs.CSIClaimNeedsOperator {
+				blocked[v.ID] = true
+				if !r.finalAllowed(cl, nodeName[cl.NodeID]) {
+					out = append(out, Violation{Check: CheckFreed, Msg: fmt.Sprintf(
+						"claim of alloc %s on volume %s needs an operator (blocked at %s: %s) though no final error was injected for that step",
+						cl.AllocID, v.ID, cl.BlockedStep, cl.LastError)})
+				}
+				continue
+			}
+			if !live {
+				out = append(out, Violation{Check: CheckFreed, Msg: fmt.Sprintf(
+					"claim of terminal alloc %s on volume %s not freed: step %s, attempts %d, last error %q",
+					cl.AllocID, v.ID, cl.Step, cl.Attempts, cl.LastError)})
+				continue
+			}
+			claimed[nodeName[cl.NodeID]+"/"+v.ExternalID+"/"+cl.AllocID] = true
+			if a.ClientStatus == structs.AllocClientStatusRunning && !r.published(nodeName[cl.NodeID], v.ExternalID, cl.AllocID) {
+				out = append(out, Violation{Check: CheckMounts, Msg: fmt.Sprintf(
+					"alloc %s runs with a claim on volume %s but nothing is published on %s", cl.AllocID, v.ID, nodeName[cl.NodeID])})
+			}
+		}
+	}
+	for _, p := range r.w.Pubs() {
+		if !claimed[p.Node+"/"+p.Vol+"/"+p.Alloc] && !blocked[strings.TrimPrefix(p.Vol, "ext-")] {
+			out = append(out, Violation{Check: CheckMounts, Msg: fmt.Sprintf(
+				"volume %s is published on %s for alloc %s, which holds no live claim", p.Vol, p.Node, p.Alloc)})
+		}
+	}
+	out = append(out, r.runsCheck(st, blocked)...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Msg < out[j].Msg })
+	return out
+}
+
+// finalAllowed: a claim may need an operator when the schedule injected a
+// final error into an RPC of its blocked step.
+func (r *runner) finalAllowed(cl *structs.CSIVolumeClaim, node string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch cl.BlockedStep {
+	case structs.CSIClaimTaken:
+		return r.finals[node+"/NodeUnpublishVolume"] || r.finals[node+"/NodeUnstageVolume"]
+	case structs.CSIClaimNodeDetached:
+		return r.finals["ctrl/ControllerUnpublishVolume"]
+	}
+	return len(r.finals) > 0
+}
+
+func (r *runner) published(node, vol, alloc string) bool {
+	return slices.ContainsFunc(r.w.Pubs(), func(p Pub) bool { return p.Node == node && p.Vol == vol && p.Alloc == alloc })
+}
+
+// runsCheck is check 5: a job that is not stopped, whose volume no other
+// job that is not stopped uses (contention may legitimately starve one),
+// and that no claim needing an operator blocks, runs: a service job all
+// its allocs, a batch job has run (complete or running).
+func (r *runner) runsCheck(st *state.StateStore, blocked map[string]bool) []Violation {
+	var out []Violation
+	users := map[int]int{}
+	for _, j := range r.jobs {
+		if !j.stopped {
+			users[j.op.Vol]++
+		}
+	}
+	for i, j := range r.jobs {
+		if j.stopped || users[j.op.Vol] > 1 {
+			continue
+		}
+		v := r.c.sched.Volumes[j.op.Vol]
+		if slices.ContainsFunc(volumeIDs(v), func(id string) bool { return blocked[id] }) {
+			continue
+		}
+		job := r.job(j.op)
+		allocs, err := st.AllocsByJob(nil, structs.DefaultNamespace, jobID(i))
+		if err != nil {
+			out = append(out, Violation{Check: CheckHarnessStep, Msg: err.Error()})
+			continue
+		}
+		running, done := 0, 0
+		var states []string
+		for _, a := range allocs {
+			states = append(states, a.ClientStatus+"/"+a.DesiredStatus)
+			switch a.ClientStatus {
+			case structs.AllocClientStatusRunning:
+				if a.DesiredStatus == structs.AllocDesiredStatusRun {
+					running++
+				}
+			case structs.AllocClientStatusComplete:
+				done++
+			}
+		}
+		want := job.TaskGroups[0].Count
+		ok := running >= want
+		if j.op.Batch {
+			ok = running+done > 0
+		}
+		if !ok {
+			slices.Sort(states)
+			out = append(out, Violation{Check: CheckRuns, Msg: fmt.Sprintf(
+				"job %s (volume %s, %s) does not run: %d of %d allocs running; allocs %v", jobID(i), v.ID, v.Mode, running, want, states)})
+		}
+	}
+	return out
+}

@@ -1,0 +1,255 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/berth-io/berth/nomad/structs"
+)
+
+// Profile is what the CSI plugin of a schedule advertises.
+type Profile struct {
+	// Controller: the plugin runs a controller service on every node (a
+	// monolith); false is a node-only plugin.
+	Controller bool
+	// PublishUnpublish and PublishReadOnly are the controller's
+	// PUBLISH_UNPUBLISH_VOLUME and PUBLISH_READONLY.
+	PublishUnpublish bool
+	PublishReadOnly  bool
+	// StageUnstage is the node service's STAGE_UNSTAGE_VOLUME.
+	StageUnstage bool
+}
+
+func (p Profile) String() string {
+	s := "node-only"
+	if p.Controller {
+		s = "ctrl-nopub"
+		if p.PublishUnpublish {
+			s = "ctrl-pub"
+		}
+		if p.PublishReadOnly {
+			s += "+ro"
+		}
+	}
+	if p.StageUnstage {
+		s += "+stage"
+	}
+	return s
+}
+
+// Volume is one registered volume of a schedule. A per_alloc volume
+// family is registered as Name[0], Name[1].
+type Volume struct {
+	ID       string
+	Mode     structs.CSIVolumeAccessMode
+	PerAlloc bool
+}
+
+// Kind names an operation or a fault.
+type Kind string
+
+// The operations and faults of a schedule.
+const (
+	OpRunJob      Kind = "run"        // Job, Vol, ReadOnly, Batch
+	OpStopJob     Kind = "stop"       // Job
+	OpPurgeJob    Kind = "stop-purge" // Job
+	OpDrain       Kind = "drain"      // Node
+	OpIneligible  Kind = "ineligible" // Node
+	OpEligible    Kind = "eligible"   // Node: also ends a drain
+	OpDetach      Kind = "detach"     // Vol, Node, Force
+	OpGC          Kind = "gc"
+	OpWait        Kind = "wait" // Wait
+	OpExitTasks   Kind = "exit-tasks"
+	FaultKill     Kind = "kill-client"    // Node
+	FaultRestart  Kind = "restart-client" // Node (heals FaultKill)
+	FaultNode     Kind = "node-plugin"    // Node, Method, Code / Hang
+	FaultCtrl     Kind = "controller"     // Method, Code / Hang (every controller instance)
+	FaultHealCSI  Kind = "heal-plugins"
+	FaultRestartS Kind = "restart-leader"
+)
+
+// Op is one step of a schedule.
+type Op struct {
+	Kind     Kind
+	Job      int
+	Vol      int
+	Node     int
+	ReadOnly bool
+	Batch    bool
+	Force    bool
+	Method   string
+	Code     codes.Code
+	Hang     bool
+	Wait     time.Duration
+}
+
+func (o Op) String() string {
+	switch o.Kind {
+	case OpRunJob:
+		return fmt.Sprintf("run j%d vol=%d ro=%t batch=%t", o.Job, o.Vol, o.ReadOnly, o.Batch)
+	case OpStopJob, OpPurgeJob:
+		return fmt.Sprintf("%s j%d", o.Kind, o.Job)
+	case OpDrain, OpIneligible, OpEligible, FaultKill, FaultRestart:
+		return fmt.Sprintf("%s n%d", o.Kind, o.Node)
+	case OpDetach:
+		return fmt.Sprintf("detach vol=%d n%d force=%t", o.Vol, o.Node, o.Force)
+	case OpWait:
+		return fmt.Sprintf("wait %s", o.Wait)
+	case FaultNode:
+		if o.Hang {
+			return fmt.Sprintf("node-plugin n%d %s hang", o.Node, o.Method)
+		}
+		return fmt.Sprintf("node-plugin n%d %s %s", o.Node, o.Method, o.Code)
+	case FaultCtrl:
+		if o.Hang {
+			return fmt.Sprintf("controller %s hang", o.Method)
+		}
+		return fmt.Sprintf("controller %s %s", o.Method, o.Code)
+	}
+	return string(o.Kind)
+}
+
+// Schedule is one seeded run: a cluster, its volumes and a list of
+// operations and faults. Every fault is healed after the last op.
+type Schedule struct {
+	Seed    uint64
+	Nodes   int
+	Servers int
+	Profile Profile
+	Volumes []Volume
+	Jobs    int
+	Ops     []Op
+}
+
+func (s *Schedule) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed=%d servers=%d nodes=%d profile=%s\n", s.Seed, s.Servers, s.Nodes, s.Profile)
+	for i, v := range s.Volumes {
+		fmt.Fprintf(&b, "  vol %d: %s %s per_alloc=%t\n", i, v.ID, v.Mode, v.PerAlloc)
+	}
+	for i, o := range s.Ops {
+		fmt.Fprintf(&b, "  %2d %s\n", i, o)
+	}
+	return b.String()
+}
+
+// modes are the access modes a schedule's volumes draw from.
+var modes = []structs.CSIVolumeAccessMode{
+	structs.CSIVolumeAccessModeSingleNodeWriter,
+	structs.CSIVolumeAccessModeSingleNodeReader,
+	structs.CSIVolumeAccessModeMultiNodeReader,
+	structs.CSIVolumeAccessModeMultiNodeSingleWriter,
+	structs.CSIVolumeAccessModeMultiNodeMultiWriter,
+}
+
+// errorCodes are the fault codes, one of each class the claim protocol
+// distinguishes (plugins/csi classifies them).
+var errorCodes = []codes.Code{
+	codes.Unavailable, codes.DeadlineExceeded, codes.Unimplemented,
+	codes.InvalidArgument, codes.NotFound, codes.FailedPrecondition,
+}
+
+// finalCodes are the codes plugins/csi treats as final on some RPC.
+func isFinal(c codes.Code) bool {
+	return c == codes.Unimplemented || c == codes.InvalidArgument || c == codes.NotFound || c == codes.FailedPrecondition
+}
+
+var nodeMethods = []string{"NodePublishVolume", "NodeUnpublishVolume", "NodeStageVolume", "NodeUnstageVolume"}
+var ctrlMethods = []string{"ControllerPublishVolume", "ControllerUnpublishVolume"}
+
+// GenConfig bounds what Generate draws.
+type GenConfig struct {
+	Ops     int // operations and faults per schedule
+	Nodes   int
+	Servers int
+	// Faults turns faults off (false) for the fault-free baseline.
+	NoFaults bool
+}
+
+// DefaultGen is what `make sim` and the tests generate.
+var DefaultGen = GenConfig{Ops: 14, Nodes: 2, Servers: 1}
+
+// Generate makes the schedule of seed. The same seed and config always
+// give the same schedule.
+func Generate(seed uint64, cfg GenConfig) *Schedule {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	s := &Schedule{Seed: seed, Nodes: cfg.Nodes, Servers: cfg.Servers}
+	s.Profile.Controller = r.IntN(3) > 0
+	s.Profile.PublishUnpublish = s.Profile.Controller && r.IntN(2) == 0
+	s.Profile.PublishReadOnly = s.Profile.PublishUnpublish && r.IntN(2) == 0
+	s.Profile.StageUnstage = r.IntN(2) == 0
+	nv := 2 + r.IntN(2)
+	for i := range nv {
+		v := Volume{ID: fmt.Sprintf("v%d", i), Mode: modes[r.IntN(len(modes))]}
+		v.PerAlloc = r.IntN(5) == 0
+		s.Volumes = append(s.Volumes, v)
+	}
+	s.Jobs = 0
+	killed := map[int]bool{}
+	for range cfg.Ops {
+		var o Op
+		switch n := r.IntN(100); {
+		case n < 24 || s.Jobs == 0:
+			o = Op{Kind: OpRunJob, Job: s.Jobs, Vol: r.IntN(nv), Batch: r.IntN(4) == 0}
+			o.ReadOnly = s.Volumes[o.Vol].Mode.ReadOnly() || r.IntN(4) == 0
+			s.Jobs++
+		case n < 34:
+			o = Op{Kind: OpStopJob, Job: r.IntN(s.Jobs)}
+		case n < 40:
+			o = Op{Kind: OpPurgeJob, Job: r.IntN(s.Jobs)}
+		case n < 45:
+			o = Op{Kind: OpDrain, Node: r.IntN(cfg.Nodes)}
+		case n < 48:
+			o = Op{Kind: OpIneligible, Node: r.IntN(cfg.Nodes)}
+		case n < 51:
+			o = Op{Kind: OpEligible, Node: r.IntN(cfg.Nodes)}
+		case n < 54:
+			o = Op{Kind: OpDetach, Vol: r.IntN(nv), Node: r.IntN(cfg.Nodes), Force: r.IntN(3) == 0}
+		case n < 57:
+			o = Op{Kind: OpGC}
+		case n < 60:
+			o = Op{Kind: OpExitTasks}
+		case n < 73 || cfg.NoFaults:
+			o = Op{Kind: OpWait, Wait: time.Duration(100+r.IntN(700)) * time.Millisecond}
+		case n < 80:
+			node := r.IntN(cfg.Nodes)
+			if killed[node] {
+				o = Op{Kind: FaultRestart, Node: node}
+			} else {
+				o = Op{Kind: FaultKill, Node: node}
+			}
+			killed[node] = !killed[node]
+		case n < 91:
+			o = Op{Kind: FaultNode, Node: r.IntN(cfg.Nodes), Method: nodeMethods[r.IntN(len(nodeMethods))]}
+			if r.IntN(5) == 0 {
+				o.Hang = true
+			} else {
+				o.Code = errorCodes[r.IntN(len(errorCodes))]
+			}
+		case n < 95 && s.Profile.Controller:
+			o = Op{Kind: FaultCtrl, Method: ctrlMethods[r.IntN(len(ctrlMethods))]}
+			if r.IntN(5) == 0 {
+				o.Hang = true
+			} else {
+				o.Code = errorCodes[r.IntN(len(errorCodes))]
+			}
+		case n < 97 && cfg.Servers > 1:
+			o = Op{Kind: FaultRestartS}
+		default:
+			o = Op{Kind: FaultHealCSI}
+		}
+		s.Ops = append(s.Ops, o)
+	}
+	return s
+}
+
+// withOps returns a copy of s with only ops.
+func (s *Schedule) withOps(ops []Op) *Schedule {
+	c := *s
+	c.Ops = ops
+	return &c
+}

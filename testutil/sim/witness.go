@@ -1,0 +1,238 @@
+package sim
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/berth-io/berth/nomad/structs"
+	"github.com/berth-io/berth/plugins/csi/fake"
+	"github.com/berth-io/berth/plugins/drivers/mock"
+)
+
+// Check numbers the guarantees the simulator checks (package doc).
+type Check int
+
+// The checks.
+const (
+	CheckWriters     Check = 1 // publications at once ≤ what the access mode allows
+	CheckEarlyFree   Check = 2 // no claim freed / unpublish while a task of its alloc runs
+	CheckFreed       Check = 3 // terminal allocs' claims freed within the bound after healing
+	CheckMounts      Check = 4 // mounts on nodes ⇔ claims of live allocs after healing
+	CheckRuns        Check = 5 // every alloc that can run eventually runs
+	CheckHarnessStep Check = 6 // the cluster could not be started or reached (harness)
+)
+
+// Violation is one broken guarantee.
+type Violation struct {
+	Check Check
+	Msg   string
+}
+
+func (v Violation) String() string { return fmt.Sprintf("check %d: %s", v.Check, v.Msg) }
+
+// Pub is one NodePublishVolume the witness saw succeed and not yet undone.
+type Pub struct {
+	Node     string
+	Vol      string // external volume ID
+	Alloc    string
+	Target   string
+	ReadOnly bool
+}
+
+// Witness watches every node's plugin: what is published where for which
+// alloc, at each instant, and checks guarantees 1 and 2 as calls arrive.
+type Witness struct {
+	// Running reports the tasks of an alloc that run; mock.Running by
+	// default (the witness of the mock driver).
+	Running func(allocID string) []string
+
+	// mu guards the fields below.
+	mu         sync.Mutex
+	modes      map[string]structs.CSIVolumeAccessMode // by external volume ID
+	excused    map[string]string                      // volume → why (detach -force)
+	pubs       map[string]Pub                         // by node + target path
+	violations []Violation
+	stats      Stats
+	lastVolRPC time.Time // the last volume RPC (publish, stage, ...) any plugin saw
+}
+
+// NewWitness returns a witness that knows each external volume ID's
+// access mode.
+func NewWitness(modes map[string]structs.CSIVolumeAccessMode) *Witness {
+	return &Witness{
+		Running: func(a string) []string { return mock.Running(a + "/") },
+		modes:   modes, excused: map[string]string{}, pubs: map[string]Pub{},
+	}
+}
+
+// Excuse records that vol's guarantees 1 and 2 were lifted by the
+// operator (detach -force frees claims whatever runs).
+func (w *Witness) Excuse(vol, why string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.excused[vol] = why
+}
+
+// Violate records a violation found outside the witness.
+func (w *Witness) Violate(c Check, format string, args ...any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.violations = append(w.violations, Violation{Check: c, Msg: fmt.Sprintf(format, args...)})
+}
+
+// Violations returns what was found so far.
+func (w *Witness) Violations() []Violation {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.violations)
+}
+
+// Stats counts what the witness saw: a schedule that published nothing
+// proved nothing.
+type Stats struct {
+	Publishes, Unpublishes, Failed int
+}
+
+// Stats returns the counts so far.
+func (w *Witness) Stats() Stats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stats
+}
+
+// Quiet reports whether no plugin saw a volume RPC for d.
+func (w *Witness) Quiet(d time.Duration) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return time.Since(w.lastVolRPC) >= d
+}
+
+// Pubs returns the publications in place now.
+func (w *Witness) Pubs() []Pub {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]Pub, 0, len(w.pubs))
+	for _, p := range w.pubs {
+		out = append(out, p)
+	}
+	return out
+}
+
+// allocOf reads the alloc ID from a publish target path
+// (.../per-alloc/<alloc>/<volume>/<usage>, DESIGN §4).
+func allocOf(target string) string {
+	parts := strings.Split(filepath.ToSlash(target), "/")
+	for i, p := range parts {
+		if p == "per-alloc" && i+1 < len(parts) {
+			return parts[i+1]
+		}
+	}
+	return ""
+}
+
+// Observer returns the fake.Plugin observer of node's plugin.
+func (w *Witness) Observer(node string) func(fake.Call) {
+	return func(c fake.Call) {
+		w.mu.Lock()
+		if c.Done && c.Err != nil {
+			w.stats.Failed++
+		}
+		if strings.Contains(c.Method, "Volume") {
+			w.lastVolRPC = time.Now()
+		}
+		w.mu.Unlock()
+		switch req := c.Req.(type) {
+		case *csipb.NodePublishVolumeRequest:
+			if c.Done && c.Err == nil {
+				w.published(node, req)
+			}
+		case *csipb.NodeUnpublishVolumeRequest:
+			if !c.Done {
+				w.unpublishing(node, req)
+			} else if c.Err == nil || status.Code(c.Err) == codes.NotFound {
+				w.mu.Lock()
+				w.stats.Unpublishes++
+				delete(w.pubs, node+"\x00"+req.GetTargetPath())
+				w.mu.Unlock()
+			}
+		}
+	}
+}
+
+func (w *Witness) published(node string, req *csipb.NodePublishVolumeRequest) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	p := Pub{Node: node, Vol: req.GetVolumeId(), Alloc: allocOf(req.GetTargetPath()), Target: req.GetTargetPath(), ReadOnly: req.GetReadonly()}
+	w.pubs[node+"\x00"+p.Target] = p
+	w.stats.Publishes++
+	if _, ok := w.excused[p.Vol]; ok {
+		return
+	}
+	nodes, writers := map[string]bool{}, map[string]bool{}
+	var who []string
+	for _, o := range w.pubs {
+		if o.Vol != p.Vol {
+			continue
+		}
+		nodes[o.Node] = true
+		if !o.ReadOnly {
+			writers[o.Alloc] = true
+		}
+		who = append(who, fmt.Sprintf("%s/%s ro=%t", o.Node, o.Alloc, o.ReadOnly))
+	}
+	slices.Sort(who)
+	if msg := exceeds(w.modes[p.Vol], len(nodes), len(writers)); msg != "" {
+		w.violations = append(w.violations, Violation{Check: CheckWriters,
+			Msg: fmt.Sprintf("volume %s (%s) %s: published as %s", p.Vol, w.modes[p.Vol], msg, strings.Join(who, ", "))})
+	}
+}
+
+// exceeds says how publications on nodes by writers exceed what mode
+// allows, or "".
+func exceeds(mode structs.CSIVolumeAccessMode, nodes, writers int) string {
+	switch mode {
+	case structs.CSIVolumeAccessModeSingleNodeReader, structs.CSIVolumeAccessModeSingleNodeWriter,
+		structs.CSIVolumeAccessModeSingleNodeMultiWriter:
+		if nodes > 1 {
+			return fmt.Sprintf("is published on %d nodes", nodes)
+		}
+	case structs.CSIVolumeAccessModeSingleNodeSingleWriter:
+		if nodes > 1 || writers > 1 {
+			return fmt.Sprintf("is published on %d nodes with %d writers", nodes, writers)
+		}
+	}
+	switch mode {
+	case structs.CSIVolumeAccessModeSingleNodeReader, structs.CSIVolumeAccessModeMultiNodeReader:
+		if writers > 0 {
+			return fmt.Sprintf("is read-only but has %d writers", writers)
+		}
+	case structs.CSIVolumeAccessModeMultiNodeSingleWriter:
+		if writers > 1 {
+			return fmt.Sprintf("has %d writers", writers)
+		}
+	}
+	return ""
+}
+
+func (w *Witness) unpublishing(node string, req *csipb.NodeUnpublishVolumeRequest) {
+	alloc := allocOf(req.GetTargetPath())
+	running := w.Running(alloc)
+	if len(running) == 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.excused[req.GetVolumeId()]; ok {
+		return
+	}
+	w.violations = append(w.violations, Violation{Check: CheckEarlyFree,
+		Msg: fmt.Sprintf("NodeUnpublishVolume of volume %s on %s for alloc %s while its tasks %v run", req.GetVolumeId(), node, alloc, running)})
+}
