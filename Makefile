@@ -8,7 +8,7 @@ BIN     ?= $(CURDIR)/.bin
 BERTH   := $(BIN)/berth
 PKGS    := ./...
 
-.PHONY: all build dev demo test vet lint fmt-check tidy-check peers bench bench-table fuzz clean
+.PHONY: all build dev demo test vet lint fmt-check tidy-check peers bench bench-table fuzz sim clean
 
 all: build
 
@@ -46,8 +46,25 @@ lint: fmt-check vet tidy-check
 
 test: lint peers
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
+	$(GO) test -tags simbugs -count=1 -run '^TestSimFindsArmedBugs$$' ./testutil/sim/
 	cd compat && $(GO) test -race -count=1 ./...
 	$(MAKE) fuzz
+
+# sim runs the fault-schedule simulator (testutil/sim): SCHEDULES seeded
+# schedules from SEED_BASE, or SEED=<n> to replay one; first it checks
+# that it still finds every armed known bug. Its last line is
+# "sim: <N> schedules, <V> violations, <S> s"; it fails on any violation.
+SCHEDULES ?= 10000
+SEED_BASE ?= 1
+SEED      ?=
+sim:
+	@mkdir -p $(BIN)
+	$(GO) test -tags simbugs -count=1 -run '^TestSimFindsArmedBugs$$' ./testutil/sim/
+	@SCHEDULES=$(SCHEDULES) SEED_BASE=$(SEED_BASE) SEED=$(SEED) \
+		$(GO) test -count=1 -timeout 0 -v -run '^TestSim$$' ./testutil/sim/ >$(BIN)/sim.log 2>&1; rc=$$?; \
+	grep -v -e '^=== ' -e '^ *--- PASS' -e '^sim: ' -e '^PASS$$' -e '^ok ' $(BIN)/sim.log | tail -n 300; \
+	[ $$rc -eq 0 ] || echo "failed (exit $$rc); full log in $(BIN)/sim.log"; \
+	grep '^sim: ' $(BIN)/sim.log | tail -n 1 | grep . || echo "sim: 0 schedules, 1 violations, 0 s"; exit $$rc
 
 # fuzz runs each fuzz target briefly (make test does); FUZZTIME=5m by hand.
 FUZZTIME ?= 5s

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/berth-io/berth/helper/simbug"
 	"github.com/berth-io/berth/nomad/structs"
 )
 
@@ -137,7 +138,7 @@ func Next(vol *structs.CSIVolume, claim *structs.CSIVolumeClaim, alloc *structs.
 	case structs.CSIClaimTaken:
 		return takenStep(claim, alloc, node, needsController, now)
 	case structs.CSIClaimNodeDetached:
-		if !published(claim, needsController) {
+		if !published(claim, needsController) || simbug.On(simbug.SkipControllerUnpublish) {
 			return Action{Kind: Free, Reason: fmt.Sprintf(
 				"node %s finished unpublishing the volume for alloc %s, and the plugin needs no controller", claim.NodeID, claim.AllocID)}
 		}
@@ -168,6 +169,8 @@ func reservedStep(claim *structs.CSIVolumeClaim, alloc *structs.Allocation, need
 
 func takenStep(claim *structs.CSIVolumeClaim, alloc *structs.Allocation, node *structs.Node, needsController bool, now time.Time) Action {
 	switch {
+	case simbug.On(simbug.FreeOnStop) && alloc != nil && alloc.DesiredStatus != structs.AllocDesiredStatusRun:
+		return Action{Kind: MarkNodeDetached, Reason: "known bug armed for the simulator: " + string(simbug.FreeOnStop)}
 	case alloc != nil && !alloc.TerminalStatus():
 		return Action{Kind: None, Reason: fmt.Sprintf("in use by alloc %s on node %s", claim.AllocID, claim.NodeID)}
 	case alloc != nil && alloc.TasksExited:

@@ -1,6 +1,9 @@
 package claims
 
-import "github.com/berth-io/berth/nomad/structs"
+import (
+	"github.com/berth-io/berth/helper/simbug"
+	"github.com/berth-io/berth/nomad/structs"
+)
 
 // Profile is what a volume's plugin can do, as the servers see it now. The
 // protocol asks for no RPC the plugin does not advertise (CSI spec §
@@ -26,7 +29,7 @@ func ProfileOf(p *structs.CSIPlugin, reach bool) Profile {
 		return Profile{}
 	}
 	return Profile{
-		ControllerPublish: p.PublishUnpublish,
+		ControllerPublish: p.PublishUnpublish || (simbug.On(simbug.IgnoreCapability) && len(p.Controllers) > 0),
 		PublishReadOnly:   p.PublishUnpublish && p.PublishReadOnly,
 	}
 }

@@ -168,6 +168,9 @@ func (c *simCluster) startClient(n *node) {
 	}
 	cl := cluster.NewClient(c.t, c.leaderOrAny(), n.name, func(cfg *client.Config) {
 		cfg.DataDir = n.dataDir
+		// Not dev mode: a killed client leaves its tasks running, as when
+		// the agent process dies; the restarted one reattaches to them.
+		cfg.DevMode = false
 		logger := cfg.Logger
 		cfg.Drivers = map[string]drivers.Driver{mock.Name: mock.New(logger, mock.Config{MountConfig: structs.MountConfigSupportAll})}
 		cfg.RetryBackoff = helper.Backoff{Base: 20 * time.Millisecond, Max: 300 * time.Millisecond}
@@ -177,9 +180,10 @@ func (c *simCluster) startClient(n *node) {
 			RetryBackoff: helper.Backoff{Base: 20 * time.Millisecond, Max: 300 * time.Millisecond},
 			PostrunWait:  100 * time.Millisecond, FingerprintInterval: 500 * time.Millisecond,
 			PluginProbeInterval: 500 * time.Millisecond,
-			IsMountpoint:        func(string) (bool, error) { return false, nil },
+			IsMountpoint:        c.witness.IsMountpoint,
 			ClientOptions: []csi.Option{
 				csi.WithMaxAttempts(2),
+				csi.WithTimeouts(csi.Timeouts{Probe: time.Second, Fingerprint: 2 * time.Second, Call: 2 * time.Second}),
 				csi.WithBackoff(csi.ExponentialBackoff(5*time.Millisecond, 20*time.Millisecond, nil)),
 			},
 			Plugins: plugins,

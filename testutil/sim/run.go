@@ -36,6 +36,7 @@ func RunStats(t testing.TB, s *Schedule) ([]Violation, Stats) {
 		}
 	}
 	w := NewWitness(modes)
+	w.Profile = s.Profile
 	c, err := start(t, s, w)
 	if err != nil {
 		return []Violation{{Check: CheckHarnessStep, Msg: fmt.Sprintf("starting the cluster: %v", err)}}, Stats{}
@@ -366,6 +367,20 @@ func (r *runner) endState() []Violation {
 				"volume %s is published on %s for alloc %s, which holds no live claim", p.Vol, p.Node, p.Alloc)})
 		}
 	}
+	// Controller attachments ⇔ live claims on that node.
+	for _, a := range r.w.Attached() {
+		vol, node := strings.TrimPrefix(a[0], "ext-"), strings.TrimPrefix(a[1], "ext-")
+		found := false
+		for k := range claimed {
+			if strings.HasPrefix(k, node+"/"+a[0]+"/") {
+				found = true
+			}
+		}
+		if !found && !blocked[vol] {
+			out = append(out, Violation{Check: CheckMounts, Msg: fmt.Sprintf(
+				"volume %s is controller-published to %s, where no live alloc claims it", vol, node)})
+		}
+	}
 	out = append(out, r.runsCheck(st, blocked)...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Msg < out[j].Msg })
 	return out
@@ -418,7 +433,11 @@ func (r *runner) runsCheck(st *state.StateStore, blocked map[string]bool) []Viol
 		running, done := 0, 0
 		var states []string
 		for _, a := range allocs {
-			states = append(states, a.ClientStatus+"/"+a.DesiredStatus)
+			st := a.ClientStatus + "/" + a.DesiredStatus
+			if a.ClientStatus != structs.AllocClientStatusRunning {
+				st += " " + lastEvents(a)
+			}
+			states = append(states, st)
 			switch a.ClientStatus {
 			case structs.AllocClientStatusRunning:
 				if a.DesiredStatus == structs.AllocDesiredStatusRun {
@@ -440,4 +459,19 @@ func (r *runner) runsCheck(st *state.StateStore, blocked map[string]bool) []Viol
 		}
 	}
 	return out
+}
+
+// lastEvents is the last few task events of a, for violation messages.
+func lastEvents(a *structs.Allocation) string {
+	var evs []string
+	for name, ts := range a.TaskStates {
+		for _, e := range ts.Events[max(0, len(ts.Events)-4):] {
+			msg := e.DisplayMessage
+			if msg == "" {
+				msg = e.Message
+			}
+			evs = append(evs, fmt.Sprintf("%s: %s %q", name, e.Type, msg))
+		}
+	}
+	return fmt.Sprintf("[alloc %s on %s: %s]", a.ID[:8], a.NodeID[:8], strings.Join(evs, "; "))
 }

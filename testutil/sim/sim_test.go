@@ -60,6 +60,32 @@ func report(t *testing.T, s *Schedule, vs []Violation, budget int) *Schedule {
 	return min
 }
 
+// runBatch runs scheds in parallel, each in a subtest that owns its
+// cluster, and returns their violations and the witnesses' total counts.
+func runBatch(t *testing.T, scheds []*Schedule) ([][]Violation, Stats) {
+	results := make([][]Violation, len(scheds))
+	var total Stats
+	var mu sync.Mutex
+	t.Run("batch", func(t *testing.T) {
+		for i, s := range scheds {
+			t.Run(fmt.Sprintf("seed=%d", s.Seed), func(t *testing.T) {
+				t.Parallel()
+				vs, st := RunStats(t, s)
+				if os.Getenv("SIM_VERBOSE") != "" {
+					t.Logf("%s%+v", s, st)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				results[i] = vs
+				total.Publishes += st.Publishes
+				total.Unpublishes += st.Unpublishes
+				total.Failed += st.Failed
+			})
+		}
+	})
+	return results, total
+}
+
 // TestSim runs SCHEDULES seeded schedules (seeds SEED_BASE, SEED_BASE+1,
 // ...), SIM_PARALLEL at a time, or replays the one schedule of SEED. It
 // prints "sim: <N> schedules, <V> violations, <S> s" for `make sim`.
@@ -80,32 +106,19 @@ func TestSim(t *testing.T) {
 	startAt := time.Now()
 	violating, done := 0, 0
 	var total Stats
-	var mu sync.Mutex
 	// Batches of par schedules run in parallel (each its own cluster);
 	// violating ones are then reported and shrunk one at a time.
 	for len(seeds) > 0 {
 		batch := seeds[:min(par, len(seeds))]
 		seeds = seeds[len(batch):]
 		scheds := make([]*Schedule, len(batch))
-		results := make([][]Violation, len(batch))
-		t.Run("batch", func(t *testing.T) {
-			for i, seed := range batch {
-				scheds[i] = Generate(seed, DefaultGen)
-				t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-					t.Parallel()
-					var st Stats
-					results[i], st = RunStats(t, scheds[i])
-					if os.Getenv("SIM_VERBOSE") != "" {
-						t.Logf("%s%+v", scheds[i], st)
-					}
-					mu.Lock()
-					total.Publishes += st.Publishes
-					total.Unpublishes += st.Unpublishes
-					total.Failed += st.Failed
-					mu.Unlock()
-				})
-			}
-		})
+		for i, seed := range batch {
+			scheds[i] = Generate(seed, DefaultGen)
+		}
+		results, stats := runBatch(t, scheds)
+		total.Publishes += stats.Publishes
+		total.Unpublishes += stats.Unpublishes
+		total.Failed += stats.Failed
 		for i, vs := range results {
 			if len(vs) > 0 {
 				violating++

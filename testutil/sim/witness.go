@@ -28,6 +28,7 @@ const (
 	CheckMounts      Check = 4 // mounts on nodes ⇔ claims of live allocs after healing
 	CheckRuns        Check = 5 // every alloc that can run eventually runs
 	CheckHarnessStep Check = 6 // the cluster could not be started or reached (harness)
+	CheckProtocol    Check = 7 // no RPC the plugin's capabilities do not allow
 )
 
 // Violation is one broken guarantee.
@@ -53,12 +54,17 @@ type Witness struct {
 	// Running reports the tasks of an alloc that run; mock.Running by
 	// default (the witness of the mock driver).
 	Running func(allocID string) []string
+	// Profile is what the plugins advertise: an RPC outside it is a
+	// violation (check 7).
+	Profile Profile
 
 	// mu guards the fields below.
 	mu         sync.Mutex
 	modes      map[string]structs.CSIVolumeAccessMode // by external volume ID
 	excused    map[string]string                      // volume → why (detach -force)
 	pubs       map[string]Pub                         // by node + target path
+	mounts     map[string]bool                        // staging and target paths in place
+	attached   map[string]bool                        // controller-published: external volume ID + "\x00" + external node ID
 	violations []Violation
 	stats      Stats
 	lastVolRPC time.Time // the last volume RPC (publish, stage, ...) any plugin saw
@@ -69,7 +75,7 @@ type Witness struct {
 func NewWitness(modes map[string]structs.CSIVolumeAccessMode) *Witness {
 	return &Witness{
 		Running: func(a string) []string { return mock.Running(a + "/") },
-		modes:   modes, excused: map[string]string{}, pubs: map[string]Pub{},
+		modes:   modes, excused: map[string]string{}, pubs: map[string]Pub{}, mounts: map[string]bool{}, attached: map[string]bool{},
 	}
 }
 
@@ -106,6 +112,62 @@ func (w *Witness) Stats() Stats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.stats
+}
+
+// attach records a ControllerPublish and checks that a single-node
+// volume is attached to one node at a time (the controller is what fences
+// a volume from a node that is down).
+func (w *Witness) attach(vol, node string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.attached[vol+"\x00"+node] = true
+	if _, ok := w.excused[vol]; ok || !w.modes[vol].SingleNode() {
+		return
+	}
+	var nodes []string
+	for k := range w.attached {
+		if v, n, _ := strings.Cut(k, "\x00"); v == vol {
+			nodes = append(nodes, n)
+		}
+	}
+	if len(nodes) > 1 {
+		slices.Sort(nodes)
+		w.violations = append(w.violations, Violation{Check: CheckWriters, Msg: fmt.Sprintf(
+			"volume %s (%s) is controller-published to %d nodes at once: %v", vol, w.modes[vol], len(nodes), nodes)})
+	}
+}
+
+// Attached returns the controller attachments in place, as external
+// volume ID and external node ID pairs.
+func (w *Witness) Attached() [][2]string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out [][2]string
+	for k := range w.attached {
+		v, n, _ := strings.Cut(k, "\x00")
+		out = append(out, [2]string{v, n})
+	}
+	return out
+}
+
+func (w *Witness) setMount(path string, on bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if on {
+		w.mounts[path] = true
+	} else {
+		delete(w.mounts, path)
+	}
+}
+
+// IsMountpoint answers the clients' mount point checks (client.CSIConfig)
+// from what the fake plugins staged and published: the fake mounts
+// nothing, so the witness is the node's mount table. Paths are unique
+// across nodes (each has its own data dir).
+func (w *Witness) IsMountpoint(path string) (bool, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.mounts[path], nil
 }
 
 // Quiet reports whether no plugin saw a volume RPC for d.
@@ -148,11 +210,34 @@ func (w *Witness) Observer(node string) func(fake.Call) {
 		if strings.Contains(c.Method, "Volume") {
 			w.lastVolRPC = time.Now()
 		}
+		if !c.Done {
+			if msg := w.Profile.forbids(c); msg != "" {
+				w.violations = append(w.violations, Violation{Check: CheckProtocol, Msg: fmt.Sprintf("%s on %s: %s", c.Method, node, msg)})
+			}
+		}
 		w.mu.Unlock()
 		switch req := c.Req.(type) {
 		case *csipb.NodePublishVolumeRequest:
 			if c.Done && c.Err == nil {
 				w.published(node, req)
+			}
+		case *csipb.ControllerPublishVolumeRequest:
+			if c.Done && c.Err == nil {
+				w.attach(req.GetVolumeId(), req.GetNodeId())
+			}
+		case *csipb.ControllerUnpublishVolumeRequest:
+			if c.Done && (c.Err == nil || status.Code(c.Err) == codes.NotFound) {
+				w.mu.Lock()
+				delete(w.attached, req.GetVolumeId()+"\x00"+req.GetNodeId())
+				w.mu.Unlock()
+			}
+		case *csipb.NodeStageVolumeRequest:
+			if c.Done && c.Err == nil {
+				w.setMount(req.GetStagingTargetPath(), true)
+			}
+		case *csipb.NodeUnstageVolumeRequest:
+			if c.Done && (c.Err == nil || status.Code(c.Err) == codes.NotFound) {
+				w.setMount(req.GetStagingTargetPath(), false)
 			}
 		case *csipb.NodeUnpublishVolumeRequest:
 			if !c.Done {
@@ -161,6 +246,7 @@ func (w *Witness) Observer(node string) func(fake.Call) {
 				w.mu.Lock()
 				w.stats.Unpublishes++
 				delete(w.pubs, node+"\x00"+req.GetTargetPath())
+				delete(w.mounts, req.GetTargetPath())
 				w.mu.Unlock()
 			}
 		}
@@ -172,6 +258,7 @@ func (w *Witness) published(node string, req *csipb.NodePublishVolumeRequest) {
 	defer w.mu.Unlock()
 	p := Pub{Node: node, Vol: req.GetVolumeId(), Alloc: allocOf(req.GetTargetPath()), Target: req.GetTargetPath(), ReadOnly: req.GetReadonly()}
 	w.pubs[node+"\x00"+p.Target] = p
+	w.mounts[p.Target] = true
 	w.stats.Publishes++
 	if _, ok := w.excused[p.Vol]; ok {
 		return
@@ -235,4 +322,27 @@ func (w *Witness) unpublishing(node string, req *csipb.NodeUnpublishVolumeReques
 	}
 	w.violations = append(w.violations, Violation{Check: CheckEarlyFree,
 		Msg: fmt.Sprintf("NodeUnpublishVolume of volume %s on %s for alloc %s while its tasks %v run", req.GetVolumeId(), node, alloc, running)})
+}
+
+// forbids says why the CSI spec forbids a CO to make call to a plugin of
+// profile p, or "".
+func (p Profile) forbids(c fake.Call) string {
+	switch req := c.Req.(type) {
+	case *csipb.ControllerPublishVolumeRequest:
+		if !p.PublishUnpublish {
+			return "the controller does not advertise PUBLISH_UNPUBLISH_VOLUME"
+		}
+		if req.GetReadonly() && !p.PublishReadOnly {
+			return "readonly=true, but the controller does not advertise PUBLISH_READONLY"
+		}
+	case *csipb.ControllerUnpublishVolumeRequest:
+		if !p.PublishUnpublish {
+			return "the controller does not advertise PUBLISH_UNPUBLISH_VOLUME"
+		}
+	case *csipb.NodeStageVolumeRequest, *csipb.NodeUnstageVolumeRequest:
+		if !p.StageUnstage {
+			return "the node plugin does not advertise STAGE_UNSTAGE_VOLUME"
+		}
+	}
+	return ""
 }

@@ -1,0 +1,184 @@
+package sim
+
+import (
+	"slices"
+	"testing"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/shoenig/test/must"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/berth-io/berth/nomad/structs"
+	"github.com/berth-io/berth/plugins/csi/fake"
+)
+
+func publish(w *Witness, node, vol, alloc string, ro bool) {
+	req := &csipb.NodePublishVolumeRequest{VolumeId: vol, Readonly: ro,
+		TargetPath: "/d/" + node + "/client/csi/p/per-alloc/" + alloc + "/" + vol + "/usage"}
+	obs := w.Observer(node)
+	obs(fake.Call{Method: "NodePublishVolume", Req: req})
+	obs(fake.Call{Method: "NodePublishVolume", Req: req, Done: true})
+}
+
+func checks(vs []Violation) []Check {
+	var out []Check
+	for _, v := range vs {
+		out = append(out, v.Check)
+	}
+	return out
+}
+
+// TestWitness_TwoWritersOnTwoNodes: a witness that sees a single-node
+// volume published on two nodes reports check 1; readers of a
+// multi-node-reader volume are fine, one writer is not.
+func TestWitness_TwoWritersOnTwoNodes(t *testing.T) {
+	w := NewWitness(map[string]structs.CSIVolumeAccessMode{
+		"snw": structs.CSIVolumeAccessModeSingleNodeWriter,
+		"mnr": structs.CSIVolumeAccessModeMultiNodeReader,
+		"mnw": structs.CSIVolumeAccessModeMultiNodeMultiWriter,
+		"msw": structs.CSIVolumeAccessModeMultiNodeSingleWriter,
+	})
+	publish(w, "n0", "snw", "a1", false)
+	must.SliceEmpty(t, w.Violations())
+	publish(w, "n1", "snw", "a2", false)
+	must.Eq(t, []Check{CheckWriters}, checks(w.Violations()))
+
+	publish(w, "n0", "mnr", "a3", true)
+	publish(w, "n1", "mnr", "a4", true)
+	must.Len(t, 1, w.Violations(), must.Sprint("readers on two nodes are allowed"))
+	publish(w, "n1", "mnr", "a5", false)
+	must.Len(t, 2, w.Violations(), must.Sprint("a writer of a read-only volume"))
+
+	publish(w, "n0", "mnw", "a6", false)
+	publish(w, "n1", "mnw", "a7", false)
+	must.Len(t, 2, w.Violations(), must.Sprint("multi-node-multi-writer allows writers everywhere"))
+
+	publish(w, "n0", "msw", "a8", false)
+	publish(w, "n1", "msw", "a9", true)
+	must.Len(t, 2, w.Violations())
+	publish(w, "n1", "msw", "a10", false)
+	must.Len(t, 3, w.Violations(), must.Sprint("two writers of a single-writer volume"))
+}
+
+// TestWitness_UnpublishFreesTheSlot: once unpublished (or NotFound), a
+// volume may be published elsewhere; a failed unpublish keeps it.
+func TestWitness_UnpublishFreesTheSlot(t *testing.T) {
+	w := NewWitness(map[string]structs.CSIVolumeAccessMode{"v": structs.CSIVolumeAccessModeSingleNodeWriter})
+	w.Running = func(string) []string { return nil }
+	publish(w, "n0", "v", "a1", false)
+	un := &csipb.NodeUnpublishVolumeRequest{VolumeId: "v", TargetPath: "/d/n0/client/csi/p/per-alloc/a1/v/usage"}
+	w.Observer("n0")(fake.Call{Method: "NodeUnpublishVolume", Req: un, Done: true, Err: status.Error(codes.Unavailable, "down")})
+	must.Len(t, 1, w.Pubs())
+	w.Observer("n0")(fake.Call{Method: "NodeUnpublishVolume", Req: un, Done: true, Err: status.Error(codes.NotFound, "gone")})
+	must.SliceEmpty(t, w.Pubs())
+	publish(w, "n1", "v", "a2", false)
+	must.SliceEmpty(t, w.Violations())
+}
+
+// TestWitness_UnpublishWhileTasksRun reports check 2 unless the volume was
+// force-detached.
+func TestWitness_UnpublishWhileTasksRun(t *testing.T) {
+	w := NewWitness(map[string]structs.CSIVolumeAccessMode{"v": structs.CSIVolumeAccessModeSingleNodeWriter})
+	w.Running = func(a string) []string {
+		if a == "a1" {
+			return []string{"a1/t"}
+		}
+		return nil
+	}
+	un := func(alloc string) fake.Call {
+		return fake.Call{Method: "NodeUnpublishVolume", Req: &csipb.NodeUnpublishVolumeRequest{VolumeId: "v",
+			TargetPath: "/d/n0/client/csi/p/per-alloc/" + alloc + "/v/usage"}}
+	}
+	w.Observer("n0")(un("a2"))
+	must.SliceEmpty(t, w.Violations())
+	w.Observer("n0")(un("a1"))
+	must.Eq(t, []Check{CheckEarlyFree}, checks(w.Violations()))
+	w.Excuse("v", "detach -force")
+	w.Observer("n0")(un("a1"))
+	must.Len(t, 1, w.Violations())
+}
+
+// TestWitness_ProtocolFollowsTheProfile reports check 7 for RPCs the
+// plugin's capabilities do not allow.
+func TestWitness_ProtocolFollowsTheProfile(t *testing.T) {
+	w := NewWitness(nil)
+	obs := w.Observer("n0")
+	obs(fake.Call{Method: "ControllerPublishVolume", Req: &csipb.ControllerPublishVolumeRequest{}})
+	obs(fake.Call{Method: "NodeStageVolume", Req: &csipb.NodeStageVolumeRequest{}})
+	must.Eq(t, []Check{CheckProtocol, CheckProtocol}, checks(w.Violations()))
+
+	w = NewWitness(nil)
+	w.Profile = Profile{Controller: true, PublishUnpublish: true, StageUnstage: true}
+	obs = w.Observer("n0")
+	obs(fake.Call{Method: "ControllerPublishVolume", Req: &csipb.ControllerPublishVolumeRequest{}})
+	obs(fake.Call{Method: "NodeStageVolume", Req: &csipb.NodeStageVolumeRequest{}})
+	must.SliceEmpty(t, w.Violations())
+	obs(fake.Call{Method: "ControllerPublishVolume", Req: &csipb.ControllerPublishVolumeRequest{Readonly: true}})
+	must.Eq(t, []Check{CheckProtocol}, checks(w.Violations()), must.Sprint("readonly without PUBLISH_READONLY"))
+}
+
+// TestWitness_ControllerAttachesOneNode reports check 1 when a
+// single-node volume is controller-published to a second node before the
+// first was unpublished.
+func TestWitness_ControllerAttachesOneNode(t *testing.T) {
+	w := NewWitness(map[string]structs.CSIVolumeAccessMode{"v": structs.CSIVolumeAccessModeSingleNodeWriter})
+	w.Profile = Profile{Controller: true, PublishUnpublish: true}
+	pub := func(node string) {
+		w.Observer("n")(fake.Call{Method: "ControllerPublishVolume", Req: &csipb.ControllerPublishVolumeRequest{VolumeId: "v", NodeId: node}, Done: true})
+	}
+	pub("x")
+	w.Observer("n")(fake.Call{Method: "ControllerUnpublishVolume", Req: &csipb.ControllerUnpublishVolumeRequest{VolumeId: "v", NodeId: "x"}, Done: true})
+	pub("y")
+	must.SliceEmpty(t, w.Violations())
+	pub("x")
+	must.Eq(t, []Check{CheckWriters}, checks(w.Violations()))
+	must.Len(t, 2, w.Attached())
+}
+
+// TestShrink keeps exactly the ops a failure needs.
+func TestShrink(t *testing.T) {
+	var ops []Op
+	for i := range 20 {
+		ops = append(ops, Op{Kind: OpWait, Job: i})
+	}
+	needs := func(o []Op) bool {
+		return slices.ContainsFunc(o, func(x Op) bool { return x.Job == 3 }) &&
+			slices.ContainsFunc(o, func(x Op) bool { return x.Job == 17 })
+	}
+	got := Shrink(ops, needs, 1000)
+	must.Eq(t, []Op{{Kind: OpWait, Job: 3}, {Kind: OpWait, Job: 17}}, got)
+
+	// A budget of 0 changes nothing.
+	must.Eq(t, ops, Shrink(ops, needs, 0))
+}
+
+// TestGenerate is deterministic by seed and draws every kind of step and
+// profile over a few hundred seeds.
+func TestGenerate(t *testing.T) {
+	must.Eq(t, Generate(7, DefaultGen).String(), Generate(7, DefaultGen).String())
+	must.NotEq(t, Generate(7, DefaultGen).String(), Generate(8, DefaultGen).String())
+	kinds, profiles, modesSeen, codesSeen := map[Kind]bool{}, map[string]bool{}, map[structs.CSIVolumeAccessMode]bool{}, map[codes.Code]bool{}
+	for seed := range uint64(400) {
+		s := Generate(seed, GenConfig{Ops: 14, Nodes: 2, Servers: 3})
+		profiles[s.Profile.String()] = true
+		for _, v := range s.Volumes {
+			modesSeen[v.Mode] = true
+		}
+		for _, o := range s.Ops {
+			kinds[o.Kind] = true
+			if o.Kind == FaultNode || o.Kind == FaultCtrl {
+				codesSeen[o.Code] = true
+			}
+		}
+	}
+	for _, k := range []Kind{OpRunJob, OpStopJob, OpPurgeJob, OpDrain, OpIneligible, OpEligible, OpDetach, OpGC, OpWait,
+		OpExitTasks, FaultKill, FaultRestart, FaultNode, FaultCtrl, FaultHealCSI, FaultRestartS} {
+		must.True(t, kinds[k], must.Sprintf("no schedule has %s", k))
+	}
+	must.MapLen(t, len(modes), modesSeen)
+	for _, c := range errorCodes {
+		must.True(t, codesSeen[c], must.Sprintf("no fault injects %s", c))
+	}
+	must.MapLen(t, 8, profiles, must.Sprintf("profiles drawn: %v", profiles))
+}
