@@ -156,4 +156,13 @@ type AllocationMetric struct {
 	Scores             map[string]float64
 	AllocationTime     time.Duration
 	CoalescedFailures  int
+	ScoreMetaData      []*NodeScoreMeta
+}
+
+// NodeScoreMeta is one node's score in a placement: its parts by name and
+// the whole (higher is better).
+type NodeScoreMeta struct {
+	NodeID    string
+	Scores    map[string]float64
+	NormScore float64
 }

@@ -236,6 +236,28 @@ type JobListStub struct {
 	ModifyIndex       uint64
 	JobModifyIndex    uint64
 	SubmitTime        int64
+	JobSummary        *JobSummary
+}
+
+// JobSummary counts a job's allocs by client state, per task group.
+type JobSummary struct {
+	JobID       string
+	Namespace   string
+	Summary     map[string]TaskGroupSummary
+	Children    *JobChildrenSummary
+	CreateIndex uint64
+	ModifyIndex uint64
+}
+
+// JobChildrenSummary counts a parent job's children by status (always
+// zero: Berth has no parameterized or periodic jobs).
+type JobChildrenSummary struct {
+	Pending, Running, Dead int64
+}
+
+// TaskGroupSummary counts one group's allocs by client state.
+type TaskGroupSummary struct {
+	Queued, Complete, Failed, Running, Starting, Lost, Unknown int
 }
 
 // JobRegisterRequest is the body of PUT /v1/jobs.

@@ -99,6 +99,7 @@ type Node struct {
 	Name          string
 	Datacenter    string
 	NodeClass     string
+	NodePool      string
 	HTTPAddr      string
 	TLSEnabled    bool
 	Attributes    map[string]string
@@ -162,6 +163,7 @@ type NodeListStub struct {
 	Datacenter            string
 	Name                  string
 	NodeClass             string
+	NodePool              string
 	Version               string
 	Drain                 bool
 	SchedulingEligibility string

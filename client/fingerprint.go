@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/berth-io/berth/helper"
 	"github.com/berth-io/berth/nomad/structs"
 	"github.com/berth-io/berth/plugins/drivers"
 )
@@ -29,6 +30,8 @@ func fingerprintHost(networkIP string) *hostFingerprint {
 	attrs := map[string]string{
 		"kernel.name": runtime.GOOS,
 		"cpu.arch":    runtime.GOARCH,
+		// Nomad's CLI reads the agent version from this key.
+		"nomad.version": helper.Version,
 	}
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		attrs["kernel.version"] = strings.TrimSpace(string(b))

@@ -11,6 +11,8 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/berth-io/berth/helper"
 )
 
 // Command is one CLI verb.
@@ -61,7 +63,7 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if args[0] == "version" || args[0] == "-version" || args[0] == "--version" {
-		ui.Output("Berth %s", Version)
+		ui.Output("Berth %s", helper.Version)
 		return 0
 	}
 	// Longest prefix of args that names a command.
@@ -123,6 +125,3 @@ func usage(prefix string) string {
 	}
 	return strings.TrimRight(b.String(), "\n")
 }
-
-// Version is the Berth version, set at build time with -ldflags.
-var Version = "0.1.0-dev"

@@ -188,9 +188,45 @@ func (j *JobEndpoint) List(args *structs.GenericRequest, reply *structs.JobListR
 		if err != nil {
 			return 0, err
 		}
+		for _, stub := range p.Items {
+			if stub.JobSummary, err = jobSummary(ws, snap, stub.Namespace, stub.ID); err != nil {
+				return 0, err
+			}
+		}
 		reply.Jobs, reply.NextToken = p.Items, p.NextToken
-		return snap.Index(state.TableJobs)
+		// The summaries change with allocs and evals, not only jobs.
+		return maxIndex(snap, state.TableJobs, state.TableAllocs, state.TableEvals)
 	})
+}
+
+// jobSummary counts the allocs of one job; nil when the job is gone.
+func jobSummary(ws memdb.WatchSet, snap *state.StateSnapshot, ns, id string) (*structs.JobSummary, error) {
+	job, err := snap.JobByID(ws, ns, id)
+	if err != nil || job == nil {
+		return nil, err
+	}
+	allocs, err := snap.AllocsByJob(ws, ns, id)
+	if err != nil {
+		return nil, err
+	}
+	evals, err := snap.EvalsByJob(ws, ns, id)
+	if err != nil {
+		return nil, err
+	}
+	return structs.SummarizeJob(job, allocs, evals), nil
+}
+
+// maxIndex is the highest index of tables.
+func maxIndex(snap *state.StateSnapshot, tables ...string) (uint64, error) {
+	var out uint64
+	for _, t := range tables {
+		i, err := snap.Index(t)
+		if err != nil {
+			return 0, err
+		}
+		out = max(out, i)
+	}
+	return out, nil
 }
 
 // Allocations lists a job's allocations. Without All, allocations of an

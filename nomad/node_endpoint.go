@@ -212,8 +212,10 @@ func (n *NodeEndpoint) UpdateEligibility(args *structs.NodeUpdateEligibilityRequ
 	return nil
 }
 
-// GetAllocs lists the allocations placed on a node, as list stubs.
-func (n *NodeEndpoint) GetAllocs(args *structs.NodeSpecificRequest, reply *structs.AllocListResponse) (err error) {
+// GetAllocs lists the allocations placed on a node, in full with their
+// jobs: Nomad's API sends them so, and callers tell system allocs apart
+// by Job.Type (node drain -ignore-system).
+func (n *NodeEndpoint) GetAllocs(args *structs.NodeSpecificRequest, reply *structs.NodeAllocsResponse) (err error) {
 	defer wire(&err)
 	defer measureRPC("Node.GetAllocs", time.Now())
 	if done, err := n.srv.forward("Node.GetAllocs", args, args, reply); done {
@@ -227,9 +229,9 @@ func (n *NodeEndpoint) GetAllocs(args *structs.NodeSpecificRequest, reply *struc
 		if err != nil {
 			return 0, err
 		}
-		reply.Allocations = make([]*structs.AllocListStub, 0, len(allocs))
+		reply.Allocs = make([]*structs.Allocation, 0, len(allocs))
 		for _, a := range allocs {
-			reply.Allocations = append(reply.Allocations, a.Stub())
+			reply.Allocs = append(reply.Allocs, a.Copy())
 		}
 		return snap.Index(state.TableAllocs)
 	})

@@ -23,7 +23,29 @@ func allocToAPI(a *structs.Allocation, region string) *api.Allocation {
 		FollowupEvalID: a.FollowupEvalID,
 		CreateIndex:    a.CreateIndex, ModifyIndex: a.ModifyIndex, AllocModifyIndex: a.AllocModifyIndex,
 		CreateTime: a.CreateTime, ModifyTime: a.ModifyTime,
+		Metrics: metricToAPI(a.Metrics),
 	}
+}
+
+// metricToAPI converts a placement metric. An alloc placed before Berth
+// kept metrics gets an empty one, not null: Nomad's CLI reads its fields.
+func metricToAPI(m *structs.AllocMetric) *api.AllocationMetric {
+	if m == nil {
+		return &api.AllocationMetric{}
+	}
+	out := &api.AllocationMetric{
+		NodesEvaluated: m.NodesEvaluated, NodesFiltered: m.NodesFiltered,
+		NodesAvailable: maps.Clone(m.NodesAvailable), ClassFiltered: maps.Clone(m.ClassFiltered),
+		ConstraintFiltered: maps.Clone(m.ConstraintFiltered), NodesExhausted: m.NodesExhausted,
+		DimensionExhausted: maps.Clone(m.DimensionExhausted), CoalescedFailures: m.CoalescedFailures,
+		AllocationTime: m.AllocationTime,
+	}
+	for _, sm := range m.ScoreMetaData {
+		out.ScoreMetaData = append(out.ScoreMetaData, &api.NodeScoreMeta{
+			NodeID: sm.NodeID, Scores: maps.Clone(sm.Scores), NormScore: sm.NormScore,
+		})
+	}
+	return out
 }
 
 func allocStubToAPI(a *structs.AllocListStub) *api.AllocationListStub {
@@ -77,12 +99,7 @@ func evalToAPI(e *structs.Evaluation) *api.Evaluation {
 	if e.FailedTGAllocs != nil {
 		out.FailedTGAllocs = make(map[string]*api.AllocationMetric, len(e.FailedTGAllocs))
 		for tg, m := range e.FailedTGAllocs {
-			out.FailedTGAllocs[tg] = &api.AllocationMetric{
-				NodesEvaluated: m.NodesEvaluated, NodesFiltered: m.NodesFiltered,
-				NodesAvailable: maps.Clone(m.NodesAvailable), ClassFiltered: maps.Clone(m.ClassFiltered),
-				ConstraintFiltered: maps.Clone(m.ConstraintFiltered), NodesExhausted: m.NodesExhausted,
-				DimensionExhausted: maps.Clone(m.DimensionExhausted), CoalescedFailures: m.CoalescedFailures,
-			}
+			out.FailedTGAllocs[tg] = metricToAPI(m)
 		}
 	}
 	return out

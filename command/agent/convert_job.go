@@ -238,5 +238,23 @@ func jobStubToAPI(j *structs.JobListStub) *api.JobListStub {
 		ID: j.ID, Name: j.Name, Namespace: j.Namespace, Type: j.Type, Priority: j.Priority,
 		Stop: j.Stop, Status: j.Status, SubmitTime: j.SubmitTime,
 		CreateIndex: j.CreateIndex, ModifyIndex: j.ModifyIndex, JobModifyIndex: j.JobModifyIndex,
+		JobSummary: jobSummaryToAPI(j.JobSummary),
 	}
+}
+
+func jobSummaryToAPI(s *structs.JobSummary) *api.JobSummary {
+	if s == nil {
+		return nil
+	}
+	out := &api.JobSummary{
+		JobID: s.JobID, Namespace: s.Namespace, Summary: make(map[string]api.TaskGroupSummary, len(s.Summary)),
+		Children: &api.JobChildrenSummary{}, CreateIndex: s.CreateIndex, ModifyIndex: s.ModifyIndex,
+	}
+	if c := s.Children; c != nil {
+		out.Children = &api.JobChildrenSummary{Pending: c.Pending, Running: c.Running, Dead: c.Dead}
+	}
+	for tg, g := range s.Summary {
+		out.Summary[tg] = api.TaskGroupSummary(g)
+	}
+	return out
 }

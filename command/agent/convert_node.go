@@ -16,6 +16,7 @@ func nodeToAPI(n *structs.Node) *api.Node {
 	}
 	out := &api.Node{
 		ID: n.ID, Name: n.Name, Datacenter: n.Datacenter, NodeClass: n.NodeClass, HTTPAddr: n.HTTPAddr,
+		NodePool:   structs.DefaultNodePool,
 		Attributes: maps.Clone(n.Attributes), Meta: maps.Clone(n.Meta),
 		Drivers:               driversToAPI(n.Drivers),
 		CSIControllerPlugins:  csiInfosToAPI(n.CSIControllerPlugins),
@@ -39,6 +40,7 @@ func nodeToAPI(n *structs.Node) *api.Node {
 func nodeStubToAPI(n *structs.NodeListStub) *api.NodeListStub {
 	return &api.NodeListStub{
 		Address: n.Address, ID: n.ID, Datacenter: n.Datacenter, Name: n.Name, NodeClass: n.NodeClass,
+		NodePool: structs.DefaultNodePool, Version: n.Version,
 		Drain: n.Drain, SchedulingEligibility: n.SchedulingEligibility,
 		Status: n.Status, StatusDescription: n.StatusDescription, Drivers: driversToAPI(n.Drivers),
 		CreateIndex: n.CreateIndex, ModifyIndex: n.ModifyIndex,

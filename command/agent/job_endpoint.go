@@ -123,14 +123,14 @@ type jobPlanRequest struct {
 	PolicyOverride bool
 }
 
-// jobPlanReply is Nomad's reply to a plan. Diff is always null: Berth
-// does not compute job diffs yet.
+// jobPlanReply is Nomad's reply to a plan. Diff is set when the request
+// asks for it.
 type jobPlanReply struct {
 	Annotations        *nomad.PlanAnnotations
 	FailedTGAllocs     map[string]*api.AllocationMetric
 	JobModifyIndex     uint64
 	CreatedEvals       []*api.Evaluation
-	Diff               any
+	Diff               *JobDiff
 	NextPeriodicLaunch time.Time
 	Warnings           string
 	Index              uint64
@@ -151,6 +151,17 @@ func (s *HTTPServer) jobPlan(w http.ResponseWriter, r *http.Request, id string) 
 		return nil, err
 	}
 	args.Job = job
+	// The registered job to diff against, read before the plan: a plan is
+	// a dry run, so a register between the two only makes the diff as
+	// stale as the plan itself would be.
+	var existing structs.SingleJobResponse
+	if body.Diff {
+		get := structs.JobSpecificRequest{JobID: job.ID}
+		get.Namespace, get.AuthToken = job.Namespace, args.AuthToken
+		if err := s.agent.RPC(structs.MethodJobGetJob, &get, &existing); err != nil && !isNotFound(err) {
+			return nil, err
+		}
+	}
 	var reply nomad.JobPlanResponse
 	if err := s.agent.RPC("Job.Plan", &args, &reply); err != nil {
 		return nil, err
@@ -159,6 +170,18 @@ func (s *HTTPServer) jobPlan(w http.ResponseWriter, r *http.Request, id string) 
 	out := jobPlanReply{
 		Annotations: reply.Annotations, JobModifyIndex: reply.JobModifyIndex,
 		CreatedEvals: evalsToAPI(reply.CreatedEvals), Warnings: reply.Warnings, Index: reply.Index,
+	}
+	if body.Diff {
+		var updates map[string]*nomad.DesiredUpdates
+		if reply.Annotations != nil {
+			updates = reply.Annotations.DesiredTGUpdates
+		}
+		region := s.agent.config.Region
+		var old *api.Job
+		if existing.Job != nil {
+			old = jobToAPI(existing.Job, region)
+		}
+		out.Diff = diffJobs(old, jobToAPI(job, region), updates)
 	}
 	if len(reply.FailedTGAllocs) > 0 {
 		out.FailedTGAllocs = evalToAPI(&structs.Evaluation{FailedTGAllocs: reply.FailedTGAllocs}).FailedTGAllocs
@@ -175,6 +198,12 @@ func (s *HTTPServer) jobRequest(w http.ResponseWriter, r *http.Request) (any, er
 		return s.jobEvaluations(w, r, strings.TrimSuffix(rest, "/evaluations"))
 	case strings.HasSuffix(rest, "/plan"):
 		return s.jobPlan(w, r, strings.TrimSuffix(rest, "/plan"))
+	case strings.HasSuffix(rest, "/summary"):
+		return s.jobSummary(w, r, strings.TrimSuffix(rest, "/summary"))
+	case strings.HasSuffix(rest, "/versions"):
+		return s.jobVersions(w, r, strings.TrimSuffix(rest, "/versions"))
+	case strings.HasSuffix(rest, "/deployments"):
+		return s.jobDeployments(w, r, strings.TrimSuffix(rest, "/deployments"))
 	case rest == "" || strings.Contains(rest, "/"):
 		return nil, CodedError(http.StatusNotFound, "no such endpoint: "+r.URL.Path)
 	}
@@ -253,4 +282,64 @@ func (s *HTTPServer) jobEvaluations(w http.ResponseWriter, r *http.Request, id s
 	}
 	setMeta(w, &reply.QueryMeta)
 	return evalsToAPI(reply.Evaluations), nil
+}
+
+// jobSummary is GET /v1/job/:id/summary: the job's allocs counted by
+// state, per group, as the list stubs carry it. The ID is exact.
+func (s *HTTPServer) jobSummary(w http.ResponseWriter, r *http.Request, id string) (any, error) {
+	if r.Method != http.MethodGet {
+		return nil, methodNotAllowed(r)
+	}
+	var args structs.GenericRequest
+	if err := parseQuery(r, &args.QueryOptions); err != nil {
+		return nil, err
+	}
+	args.Prefix = id
+	var reply structs.JobListResponse
+	if err := s.agent.RPC(structs.MethodJobList, &args, &reply); err != nil {
+		return nil, err
+	}
+	setMeta(w, &reply.QueryMeta)
+	for _, j := range reply.Jobs {
+		if j.ID == id && j.JobSummary != nil {
+			return j.JobSummary, nil
+		}
+	}
+	return nil, CodedError(http.StatusNotFound, "job not found")
+}
+
+// jobVersionsReply is Nomad's reply to GET /v1/job/:id/versions.
+type jobVersionsReply struct {
+	Versions []*api.Job
+	Diffs    []*JobDiff
+	Index    uint64
+}
+
+// jobVersions lists the job's versions. Berth keeps only the version in
+// force (a new registration replaces the spec; Version counts them), so
+// the list has that one version and no diffs.
+func (s *HTTPServer) jobVersions(w http.ResponseWriter, r *http.Request, id string) (any, error) {
+	if r.Method != http.MethodGet {
+		return nil, methodNotAllowed(r)
+	}
+	job, err := s.jobGet(w, r, id)
+	if err != nil {
+		return nil, err
+	}
+	out := jobVersionsReply{Versions: []*api.Job{job.(*api.Job)}, Diffs: []*JobDiff{}}
+	out.Index = deref(out.Versions[0].ModifyIndex)
+	return out, nil
+}
+
+// jobDeployments is GET /v1/job/:id/deployments: always empty, as Berth
+// has no deployments (updates are applied by the scheduler directly). The
+// job must exist.
+func (s *HTTPServer) jobDeployments(w http.ResponseWriter, r *http.Request, id string) (any, error) {
+	if r.Method != http.MethodGet {
+		return nil, methodNotAllowed(r)
+	}
+	if _, err := s.jobGet(w, r, id); err != nil {
+		return nil, err
+	}
+	return []struct{}{}, nil
 }

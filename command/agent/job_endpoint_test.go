@@ -136,7 +136,7 @@ func TestHTTP_JobStatusCodes(t *testing.T) {
 		{"list method", "DELETE", "/v1/jobs", nil, 405, "not allowed"},
 		{"job method", "PATCH", "/v1/job/api", nil, 405, "not allowed"},
 		{"allocations method", "PUT", "/v1/job/api/allocations", nil, 405, "not allowed"},
-		{"unknown subpath", "GET", "/v1/job/api/versions", nil, 404, "no such endpoint"},
+		{"unknown subpath", "GET", "/v1/job/api/scale", nil, 404, "no such endpoint"},
 		{"unknown alloc", "GET", "/v1/allocation/nope", nil, 404, "alloc not found"},
 		{"unknown eval", "GET", "/v1/evaluation/nope", nil, 404, "eval not found"},
 		{"alloc list method", "PUT", "/v1/allocations", nil, 405, "not allowed"},

@@ -121,20 +121,23 @@ func (s *HTTPServer) resolveNodePrefix(prefix string, q structs.QueryOptions) (s
 		"node ID prefix %q is ambiguous: it matches %d nodes (%s); give more of the ID", prefix, len(ids), strings.Join(ids, ", ")))
 }
 
-// nodeAllocations lists a node's allocs. Nomad's client decodes them as
-// whole allocations; Berth sends the list view of each, which decodes the
-// same (without the job).
+// nodeAllocations lists a node's allocs in full, with their jobs, as
+// Nomad's does: its CLI reads Job.Type of each.
 func (s *HTTPServer) nodeAllocations(w http.ResponseWriter, r *http.Request, id string) (any, error) {
 	args := structs.NodeSpecificRequest{NodeID: id}
 	if err := parseQuery(r, &args.QueryOptions); err != nil {
 		return nil, err
 	}
-	var reply structs.AllocListResponse
-	if err := s.agent.RPC("Node.GetAllocs", &args, &reply); err != nil {
+	var reply structs.NodeAllocsResponse
+	if err := s.agent.RPC(structs.MethodNodeGetAllocs, &args, &reply); err != nil {
 		return nil, err
 	}
 	setMeta(w, &reply.QueryMeta)
-	return allocStubsToAPI(reply.Allocations), nil
+	out := make([]*api.Allocation, 0, len(reply.Allocs))
+	for _, a := range reply.Allocs {
+		out = append(out, allocToAPI(a, s.agent.config.Region))
+	}
+	return out, nil
 }
 
 func (s *HTTPServer) nodeDrain(w http.ResponseWriter, r *http.Request, id string) (any, error) {

@@ -2,8 +2,11 @@ package scheduler
 
 import (
 	"fmt"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/berth-io/berth/nomad/structs"
 )
@@ -18,6 +21,8 @@ type placer struct {
 	job   *structs.Job
 	plan  *structs.Plan
 	newID func() string
+	// now, when set, times each placement (AllocMetric.AllocationTime).
+	now func() time.Time
 
 	// candidates are the nodes new allocs may go to (sorted by ID), with
 	// their position in candIndex and the count per datacenter.
@@ -268,11 +273,16 @@ func (a score) less(b score) bool {
 // plan. It returns the alloc, or nil and the metric explaining why no node
 // fits.
 func (p *placer) place(req placeRequest, only []int) (*structs.Allocation, *structs.AllocMetric, error) {
+	var start time.Time
+	if p.now != nil {
+		start = p.now()
+	}
 	metric := &structs.AllocMetric{
 		NodesAvailable:     cloneCounts(p.available),
 		ConstraintFiltered: map[string]int{},
 		DimensionExhausted: map[string]int{},
 	}
+	var top []score // the best feasible nodes, best first
 	ask := groupResources(req.tg)
 	allocID := p.newID()
 	jobWide, groupWide := distinctHostsScope(p.job, req.tg)
@@ -321,6 +331,7 @@ func (p *placer) place(req placeRequest, only []int) (*structs.Allocation, *stru
 		if best == nil || s.less(bestScore) {
 			best, bestScore, bestClaims = node, s, claims
 		}
+		top = keepTop(top, s)
 		return nil
 	}
 	if only == nil {
@@ -340,7 +351,14 @@ func (p *placer) place(req placeRequest, only []int) (*structs.Allocation, *stru
 		return nil, metric, nil
 	}
 
+	for _, s := range top {
+		metric.ScoreMetaData = append(metric.ScoreMetaData, s.meta())
+	}
+	if p.now != nil {
+		metric.AllocationTime = p.now().Sub(start)
+	}
 	alloc := &structs.Allocation{
+		Metrics:           trimMetric(metric),
 		ID:                allocID,
 		Namespace:         p.job.Namespace,
 		EvalID:            p.eval.ID,
@@ -363,6 +381,36 @@ func (p *placer) place(req placeRequest, only []int) (*structs.Allocation, *stru
 	p.add(p.usage[best.ID], alloc)
 	p.reserve(best.ID, bestClaims)
 	return alloc, nil, nil
+}
+
+// keepTop inserts s into top, which stays sorted best first and at most
+// structs.MaxScoreMetaData long.
+func keepTop(top []score, s score) []score {
+	i := sort.Search(len(top), func(i int) bool { return s.less(top[i]) })
+	if i >= structs.MaxScoreMetaData {
+		return top
+	}
+	top = slices.Insert(top, i, s)
+	if len(top) > structs.MaxScoreMetaData {
+		top = top[:structs.MaxScoreMetaData]
+	}
+	return top
+}
+
+// meta is the score as Nomad's API shows one: its parts, and a whole in
+// which higher is better and that orders nodes as less does. The parts
+// are ordered lexicographically, so each weighs more than every later
+// one can (load is below 2: placement refuses a node it would overfill).
+func (s score) meta() *structs.NodeScoreMeta {
+	return &structs.NodeScoreMeta{
+		NodeID: s.id,
+		Scores: map[string]float64{
+			"avoid-previous-node": -float64(s.avoid),
+			"job-anti-affinity":   -float64(s.jobAllocs),
+			"load":                -s.load,
+		},
+		NormScore: -(float64(s.avoid)*1e6 + float64(s.jobAllocs)*2 + s.load),
+	}
 }
 
 // load is how full a node would be: the sum of its CPU and memory

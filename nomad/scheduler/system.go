@@ -25,6 +25,7 @@ func (s *Scheduler) computeSystem(st State, eval *structs.Evaluation) (*outcome,
 	}
 	now := s.now()
 	p := newPlacer(st, eval, job, nodes, s.newID)
+	p.now = s.now
 	out := &outcome{plan: p.plan, failed: map[string]*structs.AllocMetric{}, queued: map[string]int{}}
 	stopped := job == nil || job.Stop
 

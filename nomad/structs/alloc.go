@@ -40,6 +40,9 @@ type Allocation struct {
 	// Resources the alloc reserves on its node.
 	Resources *Resources
 
+	// Metrics is how the scheduler chose the alloc's node.
+	Metrics *AllocMetric
+
 	DesiredStatus      string
 	DesiredDescription string
 	ClientStatus       string
@@ -84,6 +87,7 @@ func (a *Allocation) Copy() *Allocation {
 		rt.Events = slices.Clone(a.RescheduleTracker.Events)
 		out.RescheduleTracker = &rt
 	}
+	out.Metrics = a.Metrics.Copy()
 	return &out
 }
 

@@ -1,6 +1,9 @@
 package structs
 
-import "maps"
+import (
+	"maps"
+	"time"
+)
 
 // Eval status values.
 //
@@ -108,6 +111,22 @@ type AllocMetric struct {
 	NodesExhausted     int
 	DimensionExhausted map[string]int
 	CoalescedFailures  int
+	// ScoreMetaData is the scores of the best nodes the placement
+	// considered, best first (at most MaxScoreMetaData).
+	ScoreMetaData []*NodeScoreMeta
+	// AllocationTime is how long the placement took.
+	AllocationTime time.Duration
+}
+
+// MaxScoreMetaData is how many nodes' scores a placement keeps.
+const MaxScoreMetaData = 5
+
+// NodeScoreMeta is one node's score in a placement: the parts, by name,
+// and the whole (higher is better).
+type NodeScoreMeta struct {
+	NodeID    string
+	Scores    map[string]float64
+	NormScore float64
 }
 
 // Copy returns a deep copy.
@@ -120,6 +139,14 @@ func (m *AllocMetric) Copy() *AllocMetric {
 	out.ClassFiltered = maps.Clone(m.ClassFiltered)
 	out.ConstraintFiltered = maps.Clone(m.ConstraintFiltered)
 	out.DimensionExhausted = maps.Clone(m.DimensionExhausted)
+	if m.ScoreMetaData != nil {
+		out.ScoreMetaData = make([]*NodeScoreMeta, len(m.ScoreMetaData))
+		for i, sm := range m.ScoreMetaData {
+			c := *sm
+			c.Scores = maps.Clone(sm.Scores)
+			out.ScoreMetaData[i] = &c
+		}
+	}
 	return &out
 }
 

@@ -480,6 +480,83 @@ type JobListStub struct {
 	CreateIndex    uint64
 	ModifyIndex    uint64
 	JobModifyIndex uint64
+	// JobSummary counts the job's allocs by state, per group.
+	JobSummary *JobSummary
+}
+
+// JobSummary counts a job's allocs by client state, per task group.
+type JobSummary struct {
+	JobID     string
+	Namespace string
+	Summary   map[string]TaskGroupSummary
+	// Children is always empty: Berth has no parameterized or periodic
+	// jobs, so no job has children.
+	Children *JobChildrenSummary
+
+	CreateIndex uint64
+	ModifyIndex uint64
+}
+
+// JobChildrenSummary counts a parent job's children by status.
+type JobChildrenSummary struct {
+	Pending, Running, Dead int64
+}
+
+// TaskGroupSummary counts one group's allocs by client state; Queued is
+// what the job's latest evaluation could not place yet.
+type TaskGroupSummary struct {
+	Queued, Complete, Failed, Running, Starting, Lost, Unknown int
+}
+
+// SummarizeJob counts the allocs of job (allocs of an earlier job of the
+// same ID, purged and registered again, are left out) and takes the queued
+// counts from the newest of evals that has them.
+func SummarizeJob(job *Job, allocs []*Allocation, evals []*Evaluation) *JobSummary {
+	out := &JobSummary{
+		JobID: job.ID, Namespace: job.Namespace, Summary: make(map[string]TaskGroupSummary, len(job.TaskGroups)),
+		Children: &JobChildrenSummary{}, CreateIndex: job.CreateIndex, ModifyIndex: job.ModifyIndex,
+	}
+	for _, tg := range job.TaskGroups {
+		out.Summary[tg.Name] = TaskGroupSummary{}
+	}
+	for _, a := range allocs {
+		if a.Job != nil && a.Job.CreateIndex != job.CreateIndex {
+			continue
+		}
+		s := out.Summary[a.TaskGroup]
+		switch a.ClientStatus {
+		case AllocClientStatusPending:
+			s.Starting++
+		case AllocClientStatusRunning:
+			s.Running++
+		case AllocClientStatusComplete:
+			s.Complete++
+		case AllocClientStatusFailed:
+			s.Failed++
+		case AllocClientStatusLost:
+			s.Lost++
+		default:
+			s.Unknown++
+		}
+		out.Summary[a.TaskGroup] = s
+		out.ModifyIndex = max(out.ModifyIndex, a.ModifyIndex)
+	}
+	var latest *Evaluation
+	for _, e := range evals {
+		if e.QueuedAllocations != nil && e.JobModifyIndex >= job.JobModifyIndex &&
+			(latest == nil || e.CreateIndex > latest.CreateIndex) {
+			latest = e
+		}
+	}
+	if latest != nil {
+		for tg, n := range latest.QueuedAllocations {
+			if s, ok := out.Summary[tg]; ok {
+				s.Queued = n
+				out.Summary[tg] = s
+			}
+		}
+	}
+	return out
 }
 
 // Stub returns the list view.

@@ -156,9 +156,16 @@ type NodeListStub struct {
 	SchedulingEligibility string
 	Drain                 bool
 	Drivers               map[string]*DriverInfo
-	CreateIndex           uint64
-	ModifyIndex           uint64
+	// Version is the Berth version the node's client runs (its
+	// "nomad.version" attribute).
+	Version     string
+	CreateIndex uint64
+	ModifyIndex uint64
 }
+
+// DefaultNodePool is the one node pool: Berth has no node pools, so every
+// node is in Nomad's default one.
+const DefaultNodePool = "default"
 
 // Stub returns the list view.
 func (n *Node) Stub() *NodeListStub {
@@ -166,6 +173,7 @@ func (n *Node) Stub() *NodeListStub {
 	return &NodeListStub{
 		ID: n.ID, Name: n.Name, Datacenter: n.Datacenter, NodeClass: n.NodeClass,
 		Address: n.Attributes["unique.network.ip-address"], Status: n.Status,
+		Version:           n.Attributes["nomad.version"],
 		StatusDescription: n.StatusDescription, SchedulingEligibility: n.SchedulingEligibility,
 		Drain: n.DrainStrategy != nil, Drivers: c.Drivers,
 		CreateIndex: n.CreateIndex, ModifyIndex: n.ModifyIndex,
