@@ -264,7 +264,8 @@ func (a *Agent) API(t testing.TB) *api.Client {
 	if addr == "" {
 		t.Fatalf("agent %s has no HTTP address: not started", a.Name)
 	}
-	c, err := api.NewClient(&api.Config{Address: "http://" + addr})
+	// BERTH_TOKEN (set by ACL scenarios) rides along, as it does for the CLI.
+	c, err := api.NewClient(&api.Config{Address: "http://" + addr, Token: os.Getenv("BERTH_TOKEN")})
 	must.NoError(t, err)
 	return c
 }

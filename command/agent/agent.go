@@ -28,6 +28,18 @@ type Agent struct {
 	http   *HTTPServer
 	// devPlugin is set when the agent runs the dev plugin (dev_plugin.go).
 	devPlugin *devPlugin
+	// serversRPC reaches the servers for a client-only agent, which must
+	// ask them to authorize what it serves itself (task logs).
+	serversRPC client.RPCer
+}
+
+// authRPC asks the servers to authorize an HTTP-only endpoint: the
+// in-process server, or through the client's server pool.
+func (a *Agent) authRPC(method string, args, reply any) error {
+	if a.server == nil && a.serversRPC != nil {
+		return a.serversRPC.RPC(method, args, reply)
+	}
+	return a.RPC(method, args, reply)
 }
 
 // NewAgent validates the config and starts the server (if enabled) and the

@@ -36,6 +36,7 @@ func (a *Agent) setupClient() error {
 	if err != nil {
 		return err
 	}
+	a.serversRPC = rpc
 	enabled, err := enabledDrivers(cfg)
 	if err != nil {
 		return err

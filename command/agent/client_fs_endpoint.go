@@ -53,7 +53,7 @@ func (s *HTTPServer) authorizeLogs(r *http.Request, src logSource, id string) er
 	}
 	args := structs.ACLAuthorizeRequest{Endpoint: structs.HTTPClientLogs, AllocID: full, QueryOptions: structs.QueryOptions{AuthToken: authToken(r)}}
 	var reply structs.ACLAuthorizeResponse
-	return s.agent.RPC(structs.MethodACLAuthorize, &args, &reply)
+	return s.agent.authRPC(structs.MethodACLAuthorize, &args, &reply)
 }
 
 // logSource is what serving logs needs from the client.

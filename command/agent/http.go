@@ -244,7 +244,7 @@ func authToken(r *http.Request) string {
 func (s *HTTPServer) authorizeHTTP(r *http.Request, endpoint, ns string) error {
 	args := structs.ACLAuthorizeRequest{Endpoint: endpoint, QueryOptions: structs.QueryOptions{Namespace: ns, AuthToken: authToken(r)}}
 	var reply structs.ACLAuthorizeResponse
-	return s.agent.RPC(structs.MethodACLAuthorize, &args, &reply)
+	return s.agent.authRPC(structs.MethodACLAuthorize, &args, &reply)
 }
 
 // setMeta writes the blocking-query headers.

@@ -41,7 +41,7 @@ func (id *Identity) AccessorID() string {
 	case id.Anonymous:
 		return "anonymous"
 	}
-	return ""
+	return "unknown-token"
 }
 
 // State is what resolving a secret reads.
