@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -48,9 +50,80 @@ func (n *node) get() *client.Client {
 type simCluster struct {
 	t       testing.TB
 	sched   *Schedule
-	servers []*cluster.Server
 	nodes   []*node
 	witness *Witness
+
+	// mu guards servers and down: a leader restart replaces a server.
+	mu      sync.Mutex
+	servers []*cluster.Server
+	down    map[int]bool
+}
+
+// serverSet is the clients' RPC transport: any server that is up (a
+// follower forwards to the leader), as an agent's server list is.
+type serverSet struct{ c *simCluster }
+
+func (s serverSet) RPC(method string, args, reply any) error {
+	return s.c.anyServer().RPC(method, args, reply)
+}
+
+// DialNodeSession opens the node session through a server that is up,
+// which dials the leader.
+func (s serverSet) DialNodeSession(ctx context.Context) (net.Conn, error) {
+	return s.c.anyServer().DialNodeSession(ctx)
+}
+
+// anyServer is the leader if one is up, else any server that is up.
+func (c *simCluster) anyServer() *cluster.Server {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var up *cluster.Server
+	for i, s := range c.servers {
+		if c.down[i] {
+			continue
+		}
+		if s.IsLeader() {
+			return s
+		}
+		if up == nil {
+			up = s
+		}
+	}
+	return up
+}
+
+// restartLeader kills the leader, waits for the others to elect a new
+// one, and starts the old leader again from its Raft data dir.
+func (c *simCluster) restartLeader() error {
+	c.mu.Lock()
+	idx := -1
+	for i, s := range c.servers {
+		if !c.down[i] && s.IsLeader() {
+			idx = i
+		}
+	}
+	if idx < 0 || len(c.servers) < 3 {
+		c.mu.Unlock()
+		return nil
+	}
+	old := c.servers[idx]
+	c.down[idx] = true
+	c.mu.Unlock()
+	old.Shutdown()
+	if err := waitFor(20*time.Second, func() error {
+		if s := c.anyServer(); s == nil || !s.IsLeader() {
+			return fmt.Errorf("no new leader after %s left", old.Config.NodeName)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	s := cluster.Restart(c.t, old)
+	c.mu.Lock()
+	c.servers[idx] = s
+	delete(c.down, idx)
+	c.mu.Unlock()
+	return nil
 }
 
 // serverConfig shortens every timer the claim protocol waits on, so a
@@ -90,11 +163,16 @@ func (p Profile) settings(nodeName string) func(*fake.Settings) {
 // start brings up the servers, the nodes with their plugins, waits for the
 // plugin to be healthy on every node, and registers the volumes.
 func start(t testing.TB, s *Schedule, w *Witness) (*simCluster, error) {
-	c := &simCluster{t: t, sched: s, witness: w}
+	c := &simCluster{t: t, sched: s, witness: w, down: map[int]bool{}}
 	if s.Servers <= 1 {
 		c.servers = []*cluster.Server{cluster.NewServer(t, serverConfig)}
 	} else {
-		c.servers = cluster.NewCluster(t, s.Servers, func(_ int, cfg *nomad.Config) { serverConfig(cfg) })
+		// Raft on disk, so a restarted server comes back with its log.
+		c.servers = cluster.NewCluster(t, s.Servers, func(_ int, cfg *nomad.Config) {
+			serverConfig(cfg)
+			cfg.DevMode = false
+			cfg.DataDir = t.TempDir()
+		})
 	}
 	for i := range s.Nodes {
 		// Not t.TempDir(): the plugin socket must fit in 107 bytes.
@@ -114,9 +192,8 @@ func start(t testing.TB, s *Schedule, w *Witness) (*simCluster, error) {
 		c.nodes = append(c.nodes, n)
 		c.startClient(n)
 	}
-	leader := c.leader()
 	if err := waitFor(20*time.Second, func() error {
-		p, err := leader.State().CSIPluginByID(nil, PluginID)
+		p, err := c.anyServer().State().CSIPluginByID(nil, PluginID)
 		if err != nil || p == nil {
 			return fmt.Errorf("plugin %s not fingerprinted (%v)", PluginID, err)
 		}
@@ -166,7 +243,8 @@ func (c *simCluster) startClient(n *node) {
 			Name: PluginID, Type: dynamicplugins.PluginTypeCSIController, SocketPath: n.sock, AllocID: "sim-plugin",
 		})
 	}
-	cl := cluster.NewClient(c.t, c.leaderOrAny(), n.name, func(cfg *client.Config) {
+	cl := cluster.NewClient(c.t, c.anyServer(), n.name, func(cfg *client.Config) {
+		cfg.RPC = serverSet{c}
 		cfg.DataDir = n.dataDir
 		// Not dev mode: a killed client leaves its tasks running, as when
 		// the agent process dies; the restarted one reattaches to them.
@@ -194,27 +272,9 @@ func (c *simCluster) startClient(n *node) {
 	n.mu.Unlock()
 }
 
-func (c *simCluster) leader() *cluster.Server {
-	for _, s := range c.servers {
-		if s.IsLeader() {
-			return s
-		}
-	}
-	return cluster.WaitForLeader(c.t, c.servers...)
-}
-
-func (c *simCluster) leaderOrAny() *cluster.Server {
-	for _, s := range c.servers {
-		if s.IsLeader() {
-			return s
-		}
-	}
-	return c.servers[0]
-}
-
-// rpc sends a request through the leader (followers would forward).
+// rpc sends a request through a server that is up (followers forward).
 func (c *simCluster) rpc(method string, args, reply any) error {
-	return c.leaderOrAny().RPC(method, args, reply)
+	return c.anyServer().RPC(method, args, reply)
 }
 
 // waitFor polls f until it returns nil or d passes; it returns f's last

@@ -160,7 +160,7 @@ func (r *runner) do(o Op) {
 			if j.stopped {
 				continue
 			}
-			allocs, _ := c.leaderOrAny().State().AllocsByJob(nil, structs.DefaultNamespace, jobID(i))
+			allocs, _ := c.anyServer().State().AllocsByJob(nil, structs.DefaultNamespace, jobID(i))
 			for _, a := range allocs {
 				for _, id := range mock.Running(a.ID + "/") {
 					_ = mock.ExitTask(id, 1)
@@ -204,6 +204,10 @@ func (r *runner) do(o Op) {
 			r.mu.Lock()
 			r.finals["ctrl/"+o.Method] = true
 			r.mu.Unlock()
+		}
+	case FaultRestartS:
+		if err := c.restartLeader(); err != nil {
+			r.w.Violate(CheckHarnessStep, "restarting the leader: %v", err)
 		}
 	case FaultHealCSI:
 		for _, n := range c.nodes {
@@ -269,7 +273,7 @@ func (r *runner) watchClaims(stop <-chan struct{}) {
 
 func (r *runner) volumes() []*structs.CSIVolume {
 	var out []*structs.CSIVolume
-	st := r.c.leaderOrAny().State()
+	st := r.c.anyServer().State()
 	for _, v := range r.c.sched.Volumes {
 		for _, id := range volumeIDs(v) {
 			vol, err := st.CSIVolumeByID(nil, structs.DefaultNamespace, id)
@@ -310,7 +314,7 @@ func (r *runner) settle() {
 // started yet.
 func (r *runner) pending() []string {
 	var out []string
-	iter, err := r.c.leaderOrAny().State().Allocs(nil)
+	iter, err := r.c.anyServer().State().Allocs(nil)
 	if err != nil {
 		return []string{err.Error()}
 	}
@@ -325,7 +329,7 @@ func (r *runner) pending() []string {
 
 // endState evaluates checks 3, 4 and 5 once.
 func (r *runner) endState() []Violation {
-	st := r.c.leaderOrAny().State()
+	st := r.c.anyServer().State()
 	var out []Violation
 	allocs := map[string]*structs.Allocation{}
 	nodeName := map[string]string{}

@@ -171,13 +171,18 @@ type GenConfig struct {
 }
 
 // DefaultGen is what `make sim` and the tests generate.
-var DefaultGen = GenConfig{Ops: 14, Nodes: 2, Servers: 1}
+var DefaultGen = GenConfig{Ops: 14, Nodes: 2, Servers: 3}
 
 // Generate makes the schedule of seed. The same seed and config always
 // give the same schedule.
 func Generate(seed uint64, cfg GenConfig) *Schedule {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	s := &Schedule{Seed: seed, Nodes: cfg.Nodes, Servers: cfg.Servers}
+	s := &Schedule{Seed: seed, Nodes: cfg.Nodes, Servers: 1}
+	// A third of the schedules run 3 servers, whose leader may be killed
+	// and restarted.
+	if cfg.Servers >= 3 && r.IntN(3) == 0 {
+		s.Servers = 3
+	}
 	s.Profile.Controller = r.IntN(3) > 0
 	s.Profile.PublishUnpublish = s.Profile.Controller && r.IntN(2) == 0
 	s.Profile.PublishReadOnly = s.Profile.PublishUnpublish && r.IntN(2) == 0
@@ -237,7 +242,7 @@ func Generate(seed uint64, cfg GenConfig) *Schedule {
 			} else {
 				o.Code = errorCodes[r.IntN(len(errorCodes))]
 			}
-		case n < 97 && cfg.Servers > 1:
+		case n < 97 && s.Servers > 1:
 			o = Op{Kind: FaultRestartS}
 		default:
 			o = Op{Kind: FaultHealCSI}
