@@ -601,8 +601,16 @@ func (v *CSIVolumes) CreateSnapshot(snap *CSISnapshot, w *WriteOptions) (*CSISna
 
 // DeleteSnapshot deletes snapshot snap.ID of plugin snap.PluginID.
 func (v *CSIVolumes) DeleteSnapshot(snap *CSISnapshot, w *WriteOptions) error {
-	q := url.Values{"snapshot_id": {snap.ID}, "plugin_id": {snap.PluginID}}
-	_, err := v.c.writeWithHeaders("DELETE", "/v1/volumes/snapshot?"+q.Encode(), secretHeaders(snap.Secrets), nil, nil, w)
+	ww := WriteOptions{}
+	if w != nil {
+		ww = *w
+	}
+	ww.Params = maps.Clone(ww.Params)
+	if ww.Params == nil {
+		ww.Params = map[string]string{}
+	}
+	ww.Params["snapshot_id"], ww.Params["plugin_id"] = snap.ID, snap.PluginID
+	_, err := v.c.writeWithHeaders("DELETE", "/v1/volumes/snapshot", secretHeaders(snap.Secrets), nil, nil, &ww)
 	return err
 }
 

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -163,7 +164,7 @@ func claimsEqual(a, b *api.CSIVolumeClaim) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	return *a == *b
+	return reflect.DeepEqual(a, b)
 }
 
 func describeClaims(cs []*api.CSIVolumeClaim) string {

@@ -106,6 +106,8 @@ type Volume struct {
 	// ExternalID is the provider's ID; empty means ID.
 	ExternalID   string
 	Capabilities []Capability
+	// SnapshotID, for `volume create`: start from this snapshot.
+	SnapshotID string
 }
 
 // HCL renders the volume spec.
@@ -114,6 +116,9 @@ func (v *Volume) HCL() string {
 	fmt.Fprintf(&b, "id        = %s\nname      = %s\ntype      = \"csi\"\nplugin_id = %s\n", hclString(v.ID), hclString(v.ID), hclString(v.PluginID))
 	if v.ExternalID != "" {
 		fmt.Fprintf(&b, "external_id = %s\n", hclString(v.ExternalID))
+	}
+	if v.SnapshotID != "" {
+		fmt.Fprintf(&b, "snapshot_id = %s\n", hclString(v.SnapshotID))
 	}
 	for _, c := range v.Capabilities {
 		fmt.Fprintf(&b, "\ncapability {\n  access_mode     = %s\n  attachment_mode = %s\n}\n", hclString(c.AccessMode), hclString(c.AttachmentMode))
