@@ -250,6 +250,8 @@ var wantRules = map[string]string{
 	"ACL.ResolveToken": "any token", "ACL.Authorize": "public",
 	"HTTP.AgentHealth": "public", "HTTP.Metrics": "public", "HTTP.AgentSelf": "agent:read",
 	"HTTP.ClientFSLogs": "namespace:read-logs", "HTTP.AuditLog": "management",
+	"HTTP.EventStream": "namespace:read-job", "HTTP.EventStreamNode": "node:read",
+	"HTTP.EventStreamVolume": "namespace:csi-read-volume", "HTTP.EventStreamPlugin": "plugin:read",
 }
 
 func TestACL_TableMatchesReviewedRules(t *testing.T) {

@@ -62,6 +62,11 @@ type Config struct {
 	AuditLogPath     string
 	AuditLogMaxBytes int64
 
+	// EventBufferSize is how many Raft indexes' events the event stream
+	// keeps for subscribers to catch up and resume from (0: the default,
+	// stream.DefaultBufferSize).
+	EventBufferSize int
+
 	// RPCHoldTimeout is how long a request waits for a leader to appear
 	// before failing with "no cluster leader".
 	RPCHoldTimeout time.Duration

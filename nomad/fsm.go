@@ -15,6 +15,7 @@ import (
 
 	"github.com/berth-io/berth/nomad/msgpack"
 	"github.com/berth-io/berth/nomad/state"
+	"github.com/berth-io/berth/nomad/stream"
 	"github.com/berth-io/berth/nomad/structs"
 )
 
@@ -40,6 +41,26 @@ type FSM struct {
 	halted   atomic.Pointer[HaltError]
 	haltCh   chan struct{}
 	haltOnce sync.Once
+
+	// events, when set, receives every committed write's events
+	// (nomad/stream), from each store this FSM creates.
+	events atomic.Pointer[stream.Broker]
+}
+
+// SetEventBroker makes every later write publish its events to b.
+func (f *FSM) SetEventBroker(b *stream.Broker) {
+	f.events.Store(b)
+	f.hookEvents(f.State())
+}
+
+func (f *FSM) hookEvents(store *state.StateStore) {
+	b := f.events.Load()
+	if b == nil {
+		return
+	}
+	store.SetCommitHook(func(index uint64, changes memdb.Changes) {
+		b.Publish(stream.FromChanges(index, changes))
+	})
 }
 
 // HaltError is why an FSM stopped applying the log: the entry at Index
@@ -448,7 +469,12 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err := restore.Commit(); err != nil {
 		return fmt.Errorf("restoring fsm snapshot: %w", err)
 	}
+	f.hookEvents(store)
+	if b := f.events.Load(); b != nil {
+		b.Reset()
+	}
 	old := f.state.Swap(store)
+	old.SetCommitHook(nil)
 	old.Abandon()
 	return nil
 }

@@ -38,6 +38,7 @@ import (
 	"github.com/berth-io/berth/nomad/auth"
 	"github.com/berth-io/berth/nomad/connlimit"
 	"github.com/berth-io/berth/nomad/state"
+	"github.com/berth-io/berth/nomad/stream"
 	"github.com/berth-io/berth/nomad/structs"
 )
 
@@ -47,6 +48,7 @@ type Server struct {
 	logger hclog.Logger
 
 	fsm       *FSM
+	events    *stream.Broker
 	raft      *raft.Raft
 	raftLayer *raftLayer
 	raftTrans *raft.NetworkTransport
@@ -138,6 +140,8 @@ func NewServer(config *Config) (*Server, error) {
 		return nil, fmt.Errorf("server: creating fsm: %w", err)
 	}
 	s.fsm = fsm
+	s.events = stream.NewBroker(config.EventBufferSize)
+	fsm.SetEventBroker(s.events)
 
 	ln := config.RPCListener
 	if ln == nil {
@@ -224,6 +228,9 @@ func (s *Server) ID() string { return s.config.NodeID }
 // State returns the current state store. Callers must not mutate what it
 // returns.
 func (s *Server) State() *state.StateStore { return s.fsm.State() }
+
+// Events is the server's event stream broker (GET /v1/event/stream).
+func (s *Server) Events() *stream.Broker { return s.events }
 
 // Halted returns a channel closed when the FSM halts on an entry it
 // cannot apply (FSM.Apply says why), and the reason once it has. The

@@ -101,6 +101,7 @@ func (a *Agent) setupServer(logOutput io.Writer) error {
 	sc.LogOutput = logOutput
 	sc.BootstrapExpect = cfg.Server.BootstrapExpect
 	sc.ServerJoin = cfg.Server.ServerJoin
+	sc.EventBufferSize = cfg.Server.EventBufferSize
 	sc.RPCMaxConnsPerClient = cfg.rpcMaxConnsPerClient()
 	sc.ACLEnabled = cfg.ACLEnabled()
 	if cfg.ACL != nil && cfg.ACL.AuditLog != "" {

@@ -82,6 +82,9 @@ type ServerConfig struct {
 	Enabled         *bool    `hcl:"enabled,optional"`
 	BootstrapExpect int      `hcl:"bootstrap_expect,optional"`
 	ServerJoin      []string `hcl:"server_join,optional"`
+	// EventBufferSize is how many Raft indexes' events the event stream
+	// keeps for readers to catch up and resume (0: 1024).
+	EventBufferSize int `hcl:"event_buffer_size,optional"`
 }
 
 // ACLConfig is the `acl {}` block. With enabled = true every request
@@ -346,6 +349,9 @@ func (c *Config) Merge(o *Config) *Config {
 		if o.Server.BootstrapExpect != 0 {
 			s.BootstrapExpect = o.Server.BootstrapExpect
 		}
+		if o.Server.EventBufferSize != 0 {
+			s.EventBufferSize = o.Server.EventBufferSize
+		}
 		if o.Server.ServerJoin != nil {
 			s.ServerJoin = o.Server.ServerJoin
 		}
@@ -403,6 +409,9 @@ func (c *Config) Validate() error {
 		if p < 0 || p > 65535 {
 			errs = append(errs, fmt.Errorf("ports.%s = %d is out of range 0-65535", name, p))
 		}
+	}
+	if c.ServerEnabled() && c.Server.EventBufferSize < 0 {
+		errs = append(errs, fmt.Errorf("server.event_buffer_size = %d: want 0 (the default, 1024) or more", c.Server.EventBufferSize))
 	}
 	if c.ServerEnabled() && c.Server.BootstrapExpect < 0 {
 		errs = append(errs, fmt.Errorf("server.bootstrap_expect = %d must not be negative", c.Server.BootstrapExpect))

@@ -100,6 +100,7 @@ func (s *HTTPServer) registerHandlers() {
 	s.mux.HandleFunc("/v1/acl/tokens", s.wrap(s.aclTokens))
 	s.mux.HandleFunc("/v1/acl/token", s.wrap(s.aclToken))
 	s.mux.HandleFunc("/v1/acl/token/", s.wrap(s.aclToken))
+	s.mux.HandleFunc("/v1/event/stream", s.wrap(s.eventStreamRequest))
 	installMetrics()
 	s.mux.HandleFunc("/v1/metrics", s.wrap(s.metricsRequest))
 	s.mux.HandleFunc("/", s.wrap(func(w http.ResponseWriter, r *http.Request) (any, error) {

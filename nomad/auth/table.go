@@ -175,6 +175,10 @@ var table = []Endpoint{
 	httpOnly(structs.HTTPAgentSelf, kind(AgentRead)),
 	httpOnly(structs.HTTPClientLogs, ns(acl.CapReadLogs)),
 	httpOnly(structs.HTTPAuditLog, kind(Management)),
+	httpOnly(structs.HTTPEventStream, ns(acl.CapReadJob)),
+	httpOnly(structs.HTTPEventStreamNode, kind(NodeRead)),
+	httpOnly(structs.HTTPEventStreamVolume, ns(acl.CapCSIReadVolume)),
+	httpOnly(structs.HTTPEventStreamPlugin, kind(PluginRead)),
 }
 
 var byMethod = func() map[string]*Endpoint {

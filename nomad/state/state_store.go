@@ -3,6 +3,7 @@ package state
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-memdb"
@@ -22,6 +23,26 @@ type StateStore struct {
 
 	// abandon is shared with every snapshot taken from this store.
 	abandon *abandonSignal
+
+	// onCommit, when set, receives each committed write's changes (see
+	// SetCommitHook). Snapshots never carry it: the plan applier's
+	// optimistic writes on a snapshot are not commits.
+	onCommit atomic.Pointer[CommitHook]
+}
+
+// CommitHook receives the changes of one committed write at its Raft
+// index, on the FSM's goroutine, after the commit. It must not block
+// (nomad/stream appends them to a ring buffer) and must not mutate them.
+type CommitHook func(index uint64, changes memdb.Changes)
+
+// SetCommitHook makes every later write of this store tell h what it
+// changed (nil stops it). The FSM sets it on each store it creates.
+func (s *StateStore) SetCommitHook(h CommitHook) {
+	if h == nil {
+		s.onCommit.Store(nil)
+		return
+	}
+	s.onCommit.Store(&h)
 }
 
 // abandonSignal is closed once, when a restore replaces the store.
@@ -131,17 +152,23 @@ type writeTxn struct {
 	index  uint64
 	tables map[string]struct{}
 	jobs   map[jobKey]struct{}
+	hook   *CommitHook
 }
 
 type jobKey struct{ ns, id string }
 
 func (s *StateStore) writeTxn(index uint64) *writeTxn {
-	return &writeTxn{
+	t := &writeTxn{
 		Txn:    s.db.Txn(true),
 		index:  index,
 		tables: make(map[string]struct{}),
 		jobs:   make(map[jobKey]struct{}),
+		hook:   s.onCommit.Load(),
 	}
+	if t.hook != nil {
+		t.Txn.TrackChanges()
+	}
+	return t
 }
 
 // Insert inserts obj into table and records the table as written.
@@ -175,6 +202,13 @@ func (t *writeTxn) commit() error {
 			return fmt.Errorf("updating index of table %q: %w", table, err)
 		}
 	}
+	var changes memdb.Changes
+	if t.hook != nil {
+		changes = t.Txn.Changes()
+	}
 	t.Txn.Commit()
+	if t.hook != nil && len(changes) > 0 {
+		(*t.hook)(t.index, changes)
+	}
 	return nil
 }

@@ -76,6 +76,14 @@ const (
 	HTTPMetrics     = "HTTP.Metrics"
 	HTTPClientLogs  = "HTTP.ClientFSLogs"
 	HTTPAuditLog    = "HTTP.AuditLog"
+
+	// The event stream is authorized per topic family: jobs, allocs and
+	// evals (read-job), nodes (node read), volumes and claims
+	// (csi-read-volume), plugins (plugin read).
+	HTTPEventStream       = "HTTP.EventStream"
+	HTTPEventStreamNode   = "HTTP.EventStreamNode"
+	HTTPEventStreamVolume = "HTTP.EventStreamVolume"
+	HTTPEventStreamPlugin = "HTTP.EventStreamPlugin"
 )
 
 // ACLAuthorizeRequest asks whether the token may call Endpoint (an
