@@ -138,7 +138,7 @@ func (c *AgentCommand) Run(args []string) int {
 	}
 	c.ui.Output("==> Berth agent started (%s)%s", strings.Join(mode, " + "), devNote(cfg.DevMode))
 	c.ui.Output("    Bind:     %s%s", cfg.BindAddr, bindNote(cfg.BindAddr))
-	c.ui.Output("    HTTP API: http://%s", a.HTTPAddr())
+	c.ui.Output("    HTTP API: %s", a.HTTPURL())
 	if srv := a.Server(); srv != nil {
 		c.ui.Output("    RPC:      %s", srv.RPCAddr())
 		c.ui.Output("    Data dir: %s", orNone(cfg.DataDir, "<in memory>"))
@@ -157,17 +157,33 @@ func (c *AgentCommand) Run(args []string) int {
 	sigCh := make(chan os.Signal, 2)
 	signal.Notify(sigCh, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigCh)
+	// SIGHUP reloads the TLS certificates; the agent keeps running.
+	hupCh := make(chan os.Signal, 1)
+	signal.Notify(hupCh, syscall.SIGHUP)
+	defer signal.Stop(hupCh)
 	halted, _ := a.Halted()
 	exit := 0
-	select {
-	case sig := <-sigCh:
-		c.ui.Output("==> Caught signal %v: shutting down (again to force)", sig)
-	case <-c.stop:
-		c.ui.Output("==> Shutting down")
-	case <-halted:
-		_, err := a.Halted()
-		c.ui.Error("==> Server stopped applying the raft log; shutting down:\n    %v", err)
-		exit = 1
+wait:
+	for {
+		select {
+		case <-hupCh:
+			if err := a.ReloadTLS(); err != nil {
+				c.ui.Error("==> Caught SIGHUP: %v", err)
+			} else {
+				c.ui.Output("==> Caught SIGHUP: TLS certificates reloaded")
+			}
+		case sig := <-sigCh:
+			c.ui.Output("==> Caught signal %v: shutting down (again to force)", sig)
+			break wait
+		case <-c.stop:
+			c.ui.Output("==> Shutting down")
+			break wait
+		case <-halted:
+			_, err := a.Halted()
+			c.ui.Error("==> Server stopped applying the raft log; shutting down:\n    %v", err)
+			exit = 1
+			break wait
+		}
 	}
 	done := make(chan error, 1)
 	go func() { done <- a.Shutdown() }()

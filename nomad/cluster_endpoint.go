@@ -70,7 +70,9 @@ func (op *Operator) RaftAddPeer(args *structs.RaftPeerRequest, reply *structs.Ge
 	}
 	// Always ask the peer first: a voter at an address nothing answers
 	// on can cost the cluster its quorum in one request. Its answer also
-	// gives its ID, so operators need only the address.
+	// gives its ID, so operators need only the address. With TLS the
+	// pool checks that the peer holds a server certificate, so a client
+	// certificate never becomes a voter.
 	ctx, cancel := context.WithTimeout(op.srv.ctx, 5*time.Second)
 	defer cancel()
 	var ping structs.PingResponse

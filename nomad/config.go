@@ -8,6 +8,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/berth-io/berth/helper/tlsutil"
 )
 
 // Config configures a Server. DefaultConfig gives production values; tests
@@ -38,6 +40,14 @@ type Config struct {
 	// RPCAdvertise is the address other servers and clients use to reach
 	// this one; defaults to the listener's address.
 	RPCAdvertise *net.TCPAddr
+
+	// TLS, when set, puts the RPC port under mutual TLS (tls.rpc): every
+	// connection starts with a TLS handshake and presents a certificate
+	// signed by the CA; Raft takes only server.<Region>.berth
+	// certificates, node sessions client or server ones; this server's
+	// own dials (Raft, forwarding, joining) require the peer to hold a
+	// server certificate. Reloading it applies to new connections.
+	TLS *tlsutil.Reloader
 
 	// BootstrapExpect is how many servers must know each other before the
 	// cluster bootstraps once. 1 bootstraps a single server immediately.

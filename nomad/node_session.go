@@ -3,6 +3,7 @@ package nomad
 import (
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -37,21 +38,12 @@ const rpcByteNodeSession byte = 0x03
 // nodeSessionIdentifyTimeout bounds the Identify call of a new session.
 const nodeSessionIdentifyTimeout = 10 * time.Second
 
-// DialNodeSession opens a node session to the server at addr. The caller
-// serves net/rpc on the returned connection (with msgpack.NewRPCCodec).
-func DialNodeSession(ctx context.Context, addr string) (net.Conn, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+// DialNodeSession opens a node session to the server at addr, over mutual
+// TLS when tc is set. The caller serves net/rpc on the returned
+// connection (with msgpack.NewRPCCodec).
+func DialNodeSession(ctx context.Context, addr string, tc *tls.Config) (net.Conn, error) {
+	conn, err := dialConn(ctx, addr, rpcByteNodeSession, tc)
 	if err != nil {
-		return nil, fmt.Errorf("dialing server %s for a node session: %w", addr, err)
-	}
-	if tc, ok := conn.(*net.TCPConn); ok {
-		tc.SetKeepAlive(true)
-		tc.SetKeepAlivePeriod(15 * time.Second)
-		tc.SetNoDelay(true)
-	}
-	if _, err := conn.Write([]byte{rpcByteNodeSession}); err != nil {
-		conn.Close()
 		return nil, fmt.Errorf("dialing server %s for a node session: %w", addr, err)
 	}
 	return conn, nil
@@ -64,8 +56,12 @@ func (s *Server) DialNodeSession(ctx context.Context) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return DialNodeSession(ctx, leader)
+	return DialNodeSession(ctx, leader, s.outgoingTLS())
 }
+
+// NodeSessionOpen reports whether this server (the leader) holds an open
+// session with the node.
+func (s *Server) NodeSessionOpen(nodeID string) bool { return s.sessions.has(nodeID) }
 
 // nodeSession is one client's open session.
 type nodeSession struct {

@@ -2,6 +2,7 @@ package nomad
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/berth-io/berth/helper"
+	"github.com/berth-io/berth/helper/tlsutil"
 	"github.com/berth-io/berth/nomad/connlimit"
 	"github.com/berth-io/berth/nomad/msgpack"
 	"github.com/berth-io/berth/nomad/structs"
@@ -25,7 +27,15 @@ const (
 	rpcByteRPC  byte = 0x01 // net/rpc with the msgpack codec
 	rpcByteRaft byte = 0x02 // hashicorp/raft's network transport
 	// rpcByteNodeSession (0x03, node_session.go): a client's node session.
+	// rpcByteTLS starts a TLS handshake; the first byte inside the TLS
+	// stream then names one of the protocols above. With Config.TLS set it
+	// is the only byte the port takes.
+	rpcByteTLS byte = 0x04
 )
+
+// handshakeTimeout bounds the start of a connection: the protocol byte,
+// and with TLS the handshake and the inner byte.
+const handshakeTimeout = 10 * time.Second
 
 // listen accepts connections and hands each to its protocol. A source
 // over its connection cap is closed at once; accept errors back off
@@ -55,16 +65,59 @@ func (s *Server) listen(ctx context.Context) {
 }
 
 func (s *Server) handleConn(ctx context.Context, conn net.Conn) {
-	// A peer that connects but never sends its protocol byte must not hold
-	// a goroutine forever.
-	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	var b [1]byte
-	if _, err := io.ReadFull(conn, b[:]); err != nil {
+	// A peer that connects but never sends its protocol byte (or never
+	// finishes its handshake) must not hold a goroutine forever.
+	conn.SetDeadline(time.Now().Add(handshakeTimeout))
+	b, err := readByte(conn)
+	if err != nil {
 		conn.Close()
 		return
 	}
-	conn.SetReadDeadline(time.Time{})
-	switch b[0] {
+	logger := s.logger.With("remote", conn.RemoteAddr().String())
+	var peer *tls.ConnectionState
+	switch {
+	case b == rpcByteTLS && s.config.TLS != nil:
+		tc := tls.Server(conn, s.config.TLS.IncomingConfig(tls.RequireAndVerifyClientCert))
+		if err := tc.HandshakeContext(ctx); err != nil {
+			logger.Warn("refusing rpc connection: tls handshake failed", "error", err)
+			conn.Close()
+			return
+		}
+		st := tc.ConnectionState()
+		peer, conn = &st, tc
+		if b, err = readByte(conn); err != nil {
+			conn.Close()
+			return
+		}
+	case b == rpcByteTLS:
+		logger.Warn("refusing tls rpc connection: tls.rpc is off on this server")
+		conn.Close()
+		return
+	case s.config.TLS != nil:
+		logger.Warn("refusing plaintext rpc connection: tls.rpc is on, so peers must use TLS", "byte", b)
+		conn.Close()
+		return
+	}
+	conn.SetDeadline(time.Time{})
+	// Roles by certificate: only servers may speak Raft; node sessions
+	// need a client (or server, for the -dev client) certificate.
+	switch {
+	case peer == nil:
+	case b == rpcByteRaft:
+		if err := tlsutil.PeerRole(*peer, tlsutil.RoleServer, s.config.Region); err != nil {
+			logger.Warn("refusing raft connection", "error", err)
+			conn.Close()
+			return
+		}
+	case b == rpcByteNodeSession:
+		if tlsutil.PeerRole(*peer, tlsutil.RoleClient, s.config.Region) != nil && tlsutil.PeerRole(*peer, tlsutil.RoleServer, s.config.Region) != nil {
+			logger.Warn("refusing node session: the peer's certificate is neither a client's nor a server's",
+				"names", peer.PeerCertificates[0].DNSNames)
+			conn.Close()
+			return
+		}
+	}
+	switch b {
 	case rpcByteRPC:
 		s.serveRPC(conn)
 	case rpcByteRaft:
@@ -72,9 +125,58 @@ func (s *Server) handleConn(ctx context.Context, conn net.Conn) {
 	case rpcByteNodeSession:
 		s.serveNodeSession(ctx, conn)
 	default:
-		s.logger.Warn("unknown rpc protocol byte; closing connection", "byte", b[0], "remote", conn.RemoteAddr())
+		logger.Warn("unknown rpc protocol byte; closing connection", "byte", b)
 		conn.Close()
 	}
+}
+
+func readByte(conn net.Conn) (byte, error) {
+	var b [1]byte
+	_, err := io.ReadFull(conn, b[:])
+	return b[0], err
+}
+
+// dialConn dials addr and announces proto. With tc it first announces
+// TLS, completes the handshake (tc says which server name the peer's
+// certificate must carry), and announces proto inside the TLS stream.
+func dialConn(ctx context.Context, addr string, proto byte, tc *tls.Config) (net.Conn, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if tcp, ok := conn.(*net.TCPConn); ok {
+		tcp.SetKeepAlive(true)
+		tcp.SetKeepAlivePeriod(15 * time.Second)
+		tcp.SetNoDelay(true)
+	}
+	if tc != nil {
+		if _, err := conn.Write([]byte{rpcByteTLS}); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		t := tls.Client(conn, tc)
+		if err := t.HandshakeContext(ctx); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("tls handshake: %w", err)
+		}
+		conn = t
+	}
+	if _, err := conn.Write([]byte{proto}); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return conn, nil
+}
+
+// outgoingTLS is the config for a dial to another server, nil without
+// TLS. A server only ever dials servers, so the peer must hold a server
+// certificate.
+func (s *Server) outgoingTLS() *tls.Config {
+	if s.config.TLS == nil {
+		return nil
+	}
+	return s.config.TLS.OutgoingConfig(tlsutil.RoleServer.Name(s.config.Region))
 }
 
 func (s *Server) serveRPC(conn net.Conn) {
@@ -114,14 +216,16 @@ func (s *Server) closeConns() {
 // raftLayer is a raft.StreamLayer over the shared RPC port: inbound Raft
 // connections arrive through handoff; outbound ones send the Raft byte.
 type raftLayer struct {
-	addr    net.Addr
+	addr net.Addr
+	// tls, when set, gives the config of each outbound dial.
+	tls     func() *tls.Config
 	connCh  chan net.Conn
 	closeCh chan struct{}
 	once    sync.Once
 }
 
-func newRaftLayer(addr net.Addr) *raftLayer {
-	return &raftLayer{addr: addr, connCh: make(chan net.Conn), closeCh: make(chan struct{})}
+func newRaftLayer(addr net.Addr, tls func() *tls.Config) *raftLayer {
+	return &raftLayer{addr: addr, tls: tls, connCh: make(chan net.Conn), closeCh: make(chan struct{})}
 }
 
 func (l *raftLayer) handoff(ctx context.Context, c net.Conn) {
@@ -151,21 +255,17 @@ func (l *raftLayer) Close() error {
 func (l *raftLayer) Addr() net.Addr { return l.addr }
 
 func (l *raftLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	conn, err := net.DialTimeout("tcp", string(address), timeout)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := conn.Write([]byte{rpcByteRaft}); err != nil {
-		conn.Close()
-		return nil, err
-	}
-	return conn, nil
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return dialConn(ctx, string(address), rpcByteRaft, l.tls())
 }
 
 // ConnPool keeps one multiplexed net/rpc client per server address. A
 // client whose connection broke is dropped and redialled on next use.
 type ConnPool struct {
 	timeout time.Duration
+	// tls, when set, gives the config of each dial (WithTLS).
+	tls func() *tls.Config
 
 	// lock guards clients.
 	lock    sync.Mutex
@@ -177,22 +277,32 @@ func NewConnPool(timeout time.Duration) *ConnPool {
 	return &ConnPool{timeout: timeout, clients: map[string]*rpc.Client{}}
 }
 
+// WithTLS makes the pool dial with mutual TLS, taking each dial's config
+// from f (so reloaded certificates apply to new connections). Call it
+// before the first RPC.
+func (p *ConnPool) WithTLS(f func() *tls.Config) *ConnPool {
+	p.tls = f
+	return p
+}
+
 func (p *ConnPool) get(addr string) (*rpc.Client, error) {
 	p.lock.Lock()
 	defer p.lock.Unlock()
 	if c, ok := p.clients[addr]; ok {
 		return c, nil
 	}
-	conn, err := net.DialTimeout("tcp", addr, p.timeout)
+	ctx := context.Background()
+	if p.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.timeout)
+		defer cancel()
+	}
+	var tc *tls.Config
+	if p.tls != nil {
+		tc = p.tls()
+	}
+	conn, err := dialConn(ctx, addr, rpcByteRPC, tc)
 	if err != nil {
-		return nil, fmt.Errorf("dialing server %s: %w", addr, err)
-	}
-	if tc, ok := conn.(*net.TCPConn); ok {
-		tc.SetKeepAlive(true)
-		tc.SetNoDelay(true)
-	}
-	if _, err := conn.Write([]byte{rpcByteRPC}); err != nil {
-		conn.Close()
 		return nil, fmt.Errorf("dialing server %s: %w", addr, err)
 	}
 	c := rpc.NewClientWithCodec(msgpack.NewRPCCodec(conn))

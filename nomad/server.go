@@ -130,6 +130,7 @@ func NewServer(config *Config) (*Server, error) {
 		}
 		s.audit.log = l
 	}
+	s.pool.WithTLS(s.outgoingTLS)
 	if err := s.setupNodeID(); err != nil {
 		cancel()
 		return nil, err
@@ -163,7 +164,7 @@ func NewServer(config *Config) (*Server, error) {
 		cancel()
 		return nil, fmt.Errorf("server: resolving rpc advertise address %q: %w", s.rpcAdvert, err)
 	}
-	s.raftLayer = newRaftLayer(advertAddr)
+	s.raftLayer = newRaftLayer(advertAddr, s.outgoingTLS)
 
 	if err := s.registerEndpoints(); err != nil {
 		ln.Close()

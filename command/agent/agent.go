@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/berth-io/berth/client"
+	"github.com/berth-io/berth/helper/tlsutil"
 	"github.com/berth-io/berth/nomad"
 )
 
@@ -26,6 +27,9 @@ type Agent struct {
 	server *nomad.Server
 	client *client.Client
 	http   *HTTPServer
+	// tls holds the agent's certificates when tls.http or tls.rpc is on
+	// (tls.go); ReloadTLS swaps them.
+	tls *tlsutil.Reloader
 	// devPlugin is set when the agent runs the dev plugin (dev_plugin.go).
 	devPlugin *devPlugin
 	// serversRPC reaches the servers for a client-only agent, which must
@@ -55,6 +59,9 @@ func NewAgent(cfg *Config, logOutput io.Writer) (*Agent, error) {
 		JSONFormat: cfg.LogJSON != nil && *cfg.LogJSON,
 	})
 	a := &Agent{config: cfg, logger: logger}
+	if err := a.setupTLS(); err != nil {
+		return nil, fmt.Errorf("invalid agent config: %w", err)
+	}
 	if cfg.ServerEnabled() {
 		if err := a.setupServer(logOutput); err != nil {
 			return nil, err
@@ -112,6 +119,9 @@ func (a *Agent) setupServer(logOutput io.Writer) error {
 	if cfg.ACL != nil {
 		sc.AuditLogMaxBytes = int64(cfg.ACL.AuditLogMaxMB) << 20
 	}
+	if cfg.tlsRPC() {
+		sc.TLS = a.tls
+	}
 	ip := net.ParseIP(cfg.BindAddr)
 	sc.RPCAddr = &net.TCPAddr{IP: ip, Port: cfg.Ports.RPCPort()}
 	if cfg.Advertise.RPC != "" {
@@ -149,6 +159,14 @@ func (a *Agent) Server() *nomad.Server { return a.server }
 
 // HTTPAddr is the address the HTTP API listens on.
 func (a *Agent) HTTPAddr() string { return a.http.Addr() }
+
+// HTTPURL is the API's URL: https:// with tls.http.
+func (a *Agent) HTTPURL() string {
+	if a.config.tlsHTTP() {
+		return "https://" + a.http.Addr()
+	}
+	return "http://" + a.http.Addr()
+}
 
 // RPC routes an HTTP handler's call to the local server.
 func (a *Agent) RPC(method string, args, reply any) error {

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"maps"
@@ -107,7 +108,7 @@ func (a *Agent) clientRPC() (client.RPCer, error) {
 		}
 		return a.server, nil
 	}
-	return newServerPool(servers), nil
+	return newServerPool(servers, a.clientTLS()), nil
 }
 
 // enabledDrivers decides which built-in drivers the client runs: exec
@@ -192,6 +193,8 @@ type serverPool struct {
 	pool     *nomad.ConnPool
 	blocking *nomad.ConnPool
 	servers  []string
+	// tls gives each dial's TLS config; nil without tls.rpc.
+	tls func() *tls.Config
 
 	// lock guards next.
 	lock sync.Mutex
@@ -201,11 +204,12 @@ type serverPool struct {
 // rpcDialTimeout bounds dialling one server.
 const rpcDialTimeout = 10 * time.Second
 
-func newServerPool(servers []string) *serverPool {
+func newServerPool(servers []string, tlsConfig func() *tls.Config) *serverPool {
 	return &serverPool{
-		pool:     nomad.NewConnPool(rpcDialTimeout),
-		blocking: nomad.NewConnPool(rpcDialTimeout),
+		pool:     nomad.NewConnPool(rpcDialTimeout).WithTLS(tlsConfig),
+		blocking: nomad.NewConnPool(rpcDialTimeout).WithTLS(tlsConfig),
 		servers:  append([]string(nil), servers...),
+		tls:      tlsConfig,
 	}
 }
 
@@ -265,7 +269,11 @@ func (p *serverPool) DialNodeSession(ctx context.Context) (net.Conn, error) {
 	if leader.Leader == "" {
 		return nil, errors.New("no cluster leader yet")
 	}
-	return nomad.DialNodeSession(ctx, leader.Leader)
+	var tc *tls.Config
+	if p.tls != nil {
+		tc = p.tls()
+	}
+	return nomad.DialNodeSession(ctx, leader.Leader, tc)
 }
 
 // Close closes the pooled connections; the client calls it on Shutdown.

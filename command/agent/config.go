@@ -36,6 +36,7 @@ type Config struct {
 	Plugins   []*PluginConfig  `hcl:"plugin,block"`
 	Limits    *LimitsConfig    `hcl:"limits,block"`
 	ACL       *ACLConfig       `hcl:"acl,block"`
+	TLS       *TLSConfig       `hcl:"tls,block"`
 
 	// DevMode is set by -dev, never by a file.
 	DevMode bool
@@ -378,6 +379,7 @@ func (c *Config) Merge(o *Config) *Config {
 	}
 	out.Plugins = append(append([]*PluginConfig(nil), c.Plugins...), o.Plugins...)
 	out.Limits = mergeLimits(c.Limits, o.Limits)
+	out.TLS = mergeTLS(c.TLS, o.TLS)
 	return &out
 }
 
@@ -417,6 +419,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("server.bootstrap_expect = %d must not be negative", c.Server.BootstrapExpect))
 	}
 	errs = append(errs, c.Limits.validate()...)
+	errs = append(errs, c.TLS.validate()...)
 	switch strings.ToUpper(c.LogLevel) {
 	case "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "OFF":
 	default:

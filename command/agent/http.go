@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,6 +38,10 @@ func NewHTTPServer(a *Agent, addr string, logger hclog.Logger) (*HTTPServer, err
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("http: listening on %s: %w", addr, err)
+	}
+	if tc := a.httpTLS(); tc != nil {
+		// HTTPS (tls.http); plain HTTP on this port gets a 400.
+		ln = tls.NewListener(ln, tc)
 	}
 	s := &HTTPServer{agent: a, logger: logger.Named("http"), ln: ln, mux: http.NewServeMux(), done: make(chan struct{}),
 		maxBody: DefaultHTTPMaxBodyBytes, bodyTimeout: httpBodyReadTimeout}
