@@ -28,13 +28,17 @@ type Config struct {
 	Token string
 	// Namespace applies to requests that give none.
 	Namespace string
+	// TLSConfig, when set, configures HTTPS (ignored with HTTPClient).
+	TLSConfig *TLSConfig
 	// HTTPClient, when set, is used as it is.
 	HTTPClient *http.Client
 }
 
 // DefaultConfig reads BERTH_ADDR (default http://127.0.0.1:4646),
-// BERTH_TOKEN (NOMAD_TOKEN when unset, so Nomad habits carry over) and
-// BERTH_NAMESPACE.
+// BERTH_TOKEN (NOMAD_TOKEN when unset, so Nomad habits carry over),
+// BERTH_NAMESPACE, and for HTTPS BERTH_CACERT, BERTH_CLIENT_CERT,
+// BERTH_CLIENT_KEY, BERTH_TLS_SERVER_NAME and BERTH_SKIP_VERIFY (each
+// NOMAD_* when unset).
 func DefaultConfig() *Config {
 	c := &Config{Address: "http://127.0.0.1:4646"}
 	if a := os.Getenv("BERTH_ADDR"); a != "" {
@@ -45,6 +49,7 @@ func DefaultConfig() *Config {
 		c.Token = os.Getenv("NOMAD_TOKEN")
 	}
 	c.Namespace = os.Getenv("BERTH_NAMESPACE")
+	c.TLSConfig = envTLS()
 	return c
 }
 
@@ -73,7 +78,15 @@ func NewClient(c *Config) (*Client, error) {
 	switch u.Scheme {
 	case "http", "https":
 		if hc == nil {
-			hc = &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 8}}
+			tr := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 8}
+			if cfg.TLSConfig != nil {
+				tc, err := cfg.TLSConfig.ClientConfig()
+				if err != nil {
+					return nil, fmt.Errorf("tls: %w", err)
+				}
+				tr.TLSClientConfig = tc
+			}
+			hc = &http.Client{Transport: tr}
 		}
 	case "unix":
 		sock := u.Path

@@ -253,7 +253,8 @@ func (c *AllocLogsCommand) logAddrs(client *api.Client, alloc *api.Allocation) (
 		switch {
 		case err == nil && node.HTTPAddr != "":
 			scheme := "http://"
-			if node.TLSEnabled {
+			// A cluster with tls.http serves HTTPS on every agent.
+			if node.TLSEnabled || strings.HasPrefix(client.Address(), "https://") {
 				scheme = "https://"
 			}
 			addrs = append(addrs, scheme+node.HTTPAddr)

@@ -402,16 +402,7 @@ func (f kvFlag) Set(s string) error {
 // returns the open response. A non-2xx answer comes back as
 // *api.StatusError, as the api package reports it.
 func (m *Meta) rawGet(ctx context.Context, addr, path string, params url.Values) (*http.Response, error) {
-	cfg := api.DefaultConfig()
-	if m.address != "" {
-		cfg.Address = m.address
-	}
-	if m.token != "" {
-		cfg.Token = m.token
-	}
-	if m.namespace != "" {
-		cfg.Namespace = m.namespace
-	}
+	cfg := m.apiConfig()
 	if addr == "" {
 		addr = cfg.Address
 	}
@@ -423,6 +414,13 @@ func (m *Meta) rawGet(ctx context.Context, addr, path string, params url.Values)
 		return nil, fmt.Errorf("invalid address %q: %w", addr, err)
 	}
 	transport := &http.Transport{Proxy: nil, DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext}
+	if cfg.TLSConfig != nil {
+		tc, err := cfg.TLSConfig.ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("tls: %w", err)
+		}
+		transport.TLSClientConfig = tc
+	}
 	switch u.Scheme {
 	case "http", "https":
 	case "unix":

@@ -20,6 +20,8 @@ type Meta struct {
 	address   string
 	token     string
 	namespace string
+	// HTTPS: -ca-cert, -client-cert, -client-key.
+	caCert, clientCert, clientKey string
 
 	// Output flags of read commands.
 	json    bool
@@ -35,6 +37,9 @@ func (m *Meta) flagSet(name string, reads bool) *flag.FlagSet {
 	fs.StringVar(&m.address, "address", "", "")
 	fs.StringVar(&m.token, "token", "", "")
 	fs.StringVar(&m.namespace, "namespace", "", "")
+	fs.StringVar(&m.caCert, "ca-cert", "", "")
+	fs.StringVar(&m.clientCert, "client-cert", "", "")
+	fs.StringVar(&m.clientKey, "client-key", "", "")
 	if reads {
 		fs.BoolVar(&m.json, "json", false, "")
 		fs.StringVar(&m.tmpl, "t", "", "")
@@ -45,6 +50,12 @@ func (m *Meta) flagSet(name string, reads bool) *flag.FlagSet {
 
 // client builds an API client from BERTH_ADDR/BERTH_TOKEN and the flags.
 func (m *Meta) client() (*api.Client, error) {
+	return api.NewClient(m.apiConfig())
+}
+
+// apiConfig is api.DefaultConfig (the environment) with the flags laid
+// over it.
+func (m *Meta) apiConfig() *api.Config {
 	cfg := api.DefaultConfig()
 	if m.address != "" {
 		cfg.Address = m.address
@@ -55,7 +66,23 @@ func (m *Meta) client() (*api.Client, error) {
 	if m.namespace != "" {
 		cfg.Namespace = m.namespace
 	}
-	return api.NewClient(cfg)
+	if m.caCert != "" || m.clientCert != "" || m.clientKey != "" {
+		t := api.TLSConfig{}
+		if cfg.TLSConfig != nil {
+			t = *cfg.TLSConfig
+		}
+		if m.caCert != "" {
+			t.CACert = m.caCert
+		}
+		if m.clientCert != "" {
+			t.ClientCert = m.clientCert
+		}
+		if m.clientKey != "" {
+			t.ClientKey = m.clientKey
+		}
+		cfg.TLSConfig = &t
+	}
+	return cfg
 }
 
 // formatted prints obj as JSON (-json) or through a template (-t) and
@@ -100,6 +127,18 @@ General Options:
 
   -namespace=<ns>
     Namespace; defaults to BERTH_NAMESPACE, else "default".
+
+  -ca-cert=<path>
+    CA certificate to verify the agent's HTTPS certificate with; defaults
+    to BERTH_CACERT (NOMAD_CACERT).
+
+  -client-cert=<path>
+    Client certificate for agents with tls.verify_https_client; defaults
+    to BERTH_CLIENT_CERT (NOMAD_CLIENT_CERT).
+
+  -client-key=<path>
+    The client certificate's key; defaults to BERTH_CLIENT_KEY
+    (NOMAD_CLIENT_KEY).
 `
 	if reads {
 		s += `
