@@ -3,6 +3,7 @@ package nomad_test
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -158,7 +159,11 @@ func TestRPCTLS_RaftTakesOnlyServerCertificates(t *testing.T) {
 	}())
 	must.NoError(t, err)
 	t.Cleanup(func() { rogue.Shutdown() })
-	err = leader.RPC("Operator.RaftAddPeer", &structs.RaftPeerRequest{Address: rogue.RPCAddr(), ID: rogue.ID()}, &structs.GenericResponse{})
+	// (Retried while the short test timings lose a leader under load.)
+	testutil.WaitForResult(t, func() (bool, error) {
+		err = leader.RPC("Operator.RaftAddPeer", &structs.RaftPeerRequest{Address: rogue.RPCAddr(), ID: rogue.ID()}, &structs.GenericResponse{})
+		return !errors.Is(err, structs.ErrNoLeader), err
+	})
 	must.ErrorContains(t, err, "no Berth server answers at "+rogue.RPCAddr())
 	f := leader.Raft().GetConfiguration()
 	must.NoError(t, f.Error())
