@@ -62,6 +62,9 @@ func (p *placer) csiClaims(node *structs.Node, tg *structs.TaskGroup, idx int, a
 			return nil, fmt.Sprintf("volume %q: CSI plugin %q is not running on the node", source, vol.PluginID), nil
 		case !plug.Healthy:
 			return nil, fmt.Sprintf("volume %q: CSI plugin %q is unhealthy on the node", source, vol.PluginID), nil
+		case req.AccessMode.NeedsSingleNodeMultiWriter() && (plug.NodeInfo == nil || !plug.NodeInfo.SupportsSingleNodeMultiWriter):
+			return nil, fmt.Sprintf("volume %q: CSI plugin %q on the node does not support access mode %s "+
+				"(it lacks the SINGLE_NODE_MULTI_WRITER capability); use single-node-writer", source, vol.PluginID, req.AccessMode), nil
 		}
 		key := volKey{vol.Namespace, vol.ID}
 		if max := maxVolumes(plug); max > 0 {

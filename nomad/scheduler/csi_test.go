@@ -266,3 +266,41 @@ func TestCSI_PluginMustServeClaims(t *testing.T) {
 		})
 	}
 }
+
+// TestCSI_SingleNodeMultiWriterNeedsTheCapability: the single-node-single-
+// and -multi-writer access modes go only to nodes whose plugin advertises
+// SINGLE_NODE_MULTI_WRITER (the CSI spec forbids them otherwise); other
+// modes do not care.
+func TestCSI_SingleNodeMultiWriterNeedsTheCapability(t *testing.T) {
+	for _, tc := range []struct {
+		access  structs.CSIVolumeAccessMode
+		capable bool
+		placed  bool
+	}{
+		{structs.CSIVolumeAccessModeSingleNodeMultiWriter, false, false},
+		{structs.CSIVolumeAccessModeSingleNodeMultiWriter, true, true},
+		{structs.CSIVolumeAccessModeSingleNodeSingleWriter, false, false},
+		{structs.CSIVolumeAccessModeSingleNodeWriter, false, true},
+	} {
+		t.Run(fmt.Sprintf("%s/%v", tc.access, tc.capable), func(t *testing.T) {
+			h := newHarness(t)
+			n := csiNode(0, plugin, 0, nil)
+			n.CSINodePlugins[plugin].NodeInfo.SupportsSingleNodeMultiWriter = tc.capable
+			h.upsertNode(n)
+			v := testVolume("db", plugin)
+			v.RequestedCapabilities = append(v.RequestedCapabilities, &structs.CSIVolumeCapability{
+				AccessMode: tc.access, AttachmentMode: structs.CSIVolumeAttachmentModeFilesystem})
+			h.upsertVolume(v)
+			job := h.upsertJob(withVolume(testJob("a", 1), "db", false, tc.access))
+			eval := h.process(testEval(job, structs.EvalTriggerJobRegister))
+			if tc.placed {
+				must.Nil(t, eval.FailedTGAllocs)
+				return
+			}
+			must.SliceEmpty(t, h.live(job))
+			want := fmt.Sprintf(`volume "db": CSI plugin "hostpath" on the node does not support access mode %s `+
+				"(it lacks the SINGLE_NODE_MULTI_WRITER capability); use single-node-writer", tc.access)
+			must.Eq(t, map[string]int{want: 1}, eval.FailedTGAllocs["web"].ConstraintFiltered)
+		})
+	}
+}

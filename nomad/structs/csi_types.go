@@ -44,6 +44,12 @@ func (m CSIVolumeAccessMode) ReadOnly() bool {
 	return m == CSIVolumeAccessModeSingleNodeReader || m == CSIVolumeAccessModeMultiNodeReader
 }
 
+// NeedsSingleNodeMultiWriter reports whether the CSI spec lets a CO use m
+// only with a plugin that advertises SINGLE_NODE_MULTI_WRITER.
+func (m CSIVolumeAccessMode) NeedsSingleNodeMultiWriter() bool {
+	return m == CSIVolumeAccessModeSingleNodeSingleWriter || m == CSIVolumeAccessModeSingleNodeMultiWriter
+}
+
 // CSIVolumeAttachmentMode is how the volume appears to the task.
 type CSIVolumeAttachmentMode string
 
@@ -230,6 +236,10 @@ type CSINodeInfo struct {
 	SupportsStats           bool
 	SupportsExpand          bool
 	SupportsCondition       bool
+	// SupportsSingleNodeMultiWriter: the node plugin accepts the
+	// single-node-single-writer and single-node-multi-writer access
+	// modes (CSI says a CO must not use them otherwise).
+	SupportsSingleNodeMultiWriter bool
 }
 
 // Copy returns a deep copy.

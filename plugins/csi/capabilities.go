@@ -102,6 +102,7 @@ func (s *NodeCapabilitySet) Fill(info *structs.CSINodeInfo) {
 	info.SupportsStats = s.GetVolumeStats
 	info.SupportsExpand = s.ExpandVolume
 	info.SupportsCondition = s.VolumeCondition
+	info.SupportsSingleNodeMultiWriter = s.SingleNodeMultiWriter
 }
 
 func nodeCapabilitiesFromProto(caps []*csipb.NodeServiceCapability) *NodeCapabilitySet {
