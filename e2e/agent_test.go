@@ -201,13 +201,13 @@ func (a *Agent) Start(t testing.TB) {
 	t.Logf("agent %s started: pid %d, http %s, rpc %s", a.Name, cmd.Process.Pid, a.HTTPAddr(), a.RPCAddr)
 }
 
-// findHTTPAddr reads "    HTTP API: http://<addr>" from the current
+// findHTTPAddr reads "    HTTP API: http(s)://<addr>" from the current
 // process's output.
 func (a *Agent) findHTTPAddr() string {
 	sc := bufio.NewScanner(strings.NewReader(a.LogSinceStart()))
 	for sc.Scan() {
 		if rest, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "HTTP API: "); ok {
-			return strings.TrimPrefix(rest, "http://")
+			return strings.TrimPrefix(strings.TrimPrefix(rest, "http://"), "https://")
 		}
 	}
 	return ""
