@@ -15,15 +15,15 @@ import (
 
 // allocEntry is one alloc the client knows.
 type allocEntry struct {
-	runner *allocrunner.Runner
+	runner allocrunner.AllocRunner
 	// index is the AllocModifyIndex last applied.
 	index uint64
 	// destroying is set once Destroy started.
 	destroying bool
 }
 
-func (c *Client) runnersLocked() []*allocrunner.Runner {
-	out := make([]*allocrunner.Runner, 0, len(c.allocs))
+func (c *Client) runnersLocked() []allocrunner.AllocRunner {
+	out := make([]allocrunner.AllocRunner, 0, len(c.allocs))
 	for _, e := range c.allocs {
 		if e.runner != nil {
 			out = append(out, e.runner)
@@ -51,7 +51,7 @@ func (c *Client) restoreAllocs() {
 		c.logger.Error("some allocs could not be read from the client state", "error", err)
 	}
 	for _, a := range allocs {
-		r, err := allocrunner.New(c.runnerConfig(a, true))
+		r, err := c.newRunner(c.runnerConfig(a, true))
 		if err != nil {
 			c.logger.Error("restoring alloc failed; forgetting it", "alloc_id", a.ID, "error", err)
 			if err := c.db.DeleteAlloc(a.ID); err != nil {
@@ -65,7 +65,11 @@ func (c *Client) restoreAllocs() {
 	}
 }
 
-func (c *Client) goRunner(r *allocrunner.Runner) {
+func (c *Client) newRunner(cfg *allocrunner.Config) (allocrunner.AllocRunner, error) {
+	return c.cfg.AllocRunnerFactory(cfg)
+}
+
+func (c *Client) goRunner(r allocrunner.AllocRunner) {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -86,7 +90,7 @@ func (c *Client) applyAllocs(pulled []*structs.Allocation) {
 	}
 	d := diffAllocs(known, pulled)
 	for _, a := range d.added {
-		r, err := allocrunner.New(c.runnerConfig(a, false))
+		r, err := c.newRunner(c.runnerConfig(a, false))
 		if err != nil {
 			c.logger.Error("cannot run alloc", "alloc_id", a.ID, "error", err)
 			c.failAlloc(a, err)
@@ -121,7 +125,7 @@ func (c *Client) applyAllocs(pulled []*structs.Allocation) {
 // destroy destroys a runner in a goroutine the client owns and forgets
 // it once done. A shutdown cuts it short; the next client process will
 // destroy the alloc again.
-func (c *Client) destroy(id string, r *allocrunner.Runner) {
+func (c *Client) destroy(id string, r allocrunner.AllocRunner) {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -160,7 +164,7 @@ func (c *Client) stopAllocs() {
 	defer cancel()
 	// Workloads first, then the CSI plugins they mount through: a plugin
 	// stopped first would fail the workloads' unmounts and leave mounts.
-	var workloads, plugins []*allocrunner.Runner
+	var workloads, plugins []allocrunner.AllocRunner
 	for _, r := range runners {
 		if runsCSIPlugin(r.Alloc()) {
 			plugins = append(plugins, r)
@@ -168,7 +172,7 @@ func (c *Client) stopAllocs() {
 			workloads = append(workloads, r)
 		}
 	}
-	for _, group := range [][]*allocrunner.Runner{workloads, plugins} {
+	for _, group := range [][]allocrunner.AllocRunner{workloads, plugins} {
 		var wg sync.WaitGroup
 		for _, r := range group {
 			wg.Go(func() {
@@ -228,7 +232,7 @@ func (c *Client) AllocIDs() []string {
 	return out
 }
 
-func (c *Client) runner(id string) (*allocrunner.Runner, error) {
+func (c *Client) runner(id string) (allocrunner.AllocRunner, error) {
 	c.allocLock.RLock()
 	defer c.allocLock.RUnlock()
 	e, ok := c.allocs[id]

@@ -43,6 +43,10 @@ type Config struct {
 	AllocHooks []allocrunner.HookFactory
 	TaskHooks  []taskrunner.HookFactory
 
+	// AllocRunnerFactory builds the alloc runners (default
+	// allocrunner.NewRunner; berth-nodesim uses allocrunner.NewMinimal).
+	AllocRunnerFactory allocrunner.Factory
+
 	// StateDB replaces the bbolt store (tests); the client closes it.
 	StateDB state.DB
 
@@ -143,6 +147,9 @@ func (c *Config) withDefaults() *Config {
 	}
 	if out.FingerprintInterval <= 0 {
 		out.FingerprintInterval = DefaultFingerprintInterval
+	}
+	if out.AllocRunnerFactory == nil {
+		out.AllocRunnerFactory = allocrunner.NewRunner
 	}
 	out.DisconnectDeadline = max(out.DisconnectDeadline, 0)
 	return &out

@@ -190,7 +190,7 @@ func (c *Client) disconnectLoop(ctx context.Context) {
 // liveRunners returns the runners of allocs with CSI volumes still meant
 // to run and not yet stopped by disconnectLoop, and forgets the stopped allocs the client
 // no longer has.
-func (c *Client) liveRunners(stopped map[string]bool) []*allocrunner.Runner {
+func (c *Client) liveRunners(stopped map[string]bool) []allocrunner.AllocRunner {
 	c.allocLock.RLock()
 	if c.closing {
 		c.allocLock.RUnlock()
@@ -201,7 +201,7 @@ func (c *Client) liveRunners(stopped map[string]bool) []*allocrunner.Runner {
 			delete(stopped, id)
 		}
 	}
-	var candidates []*allocrunner.Runner
+	var candidates []allocrunner.AllocRunner
 	for id, e := range c.allocs {
 		if e.runner != nil && !e.destroying && !stopped[id] {
 			candidates = append(candidates, e.runner)
@@ -209,21 +209,21 @@ func (c *Client) liveRunners(stopped map[string]bool) []*allocrunner.Runner {
 	}
 	c.allocLock.RUnlock()
 
-	var live []*allocrunner.Runner
+	var live []allocrunner.AllocRunner
 	for _, r := range candidates {
 		a := r.Alloc()
 		if !a.TerminalStatus() && (hasCSIVolumes(a) || c.cfg.disconnectStopsAll) {
 			live = append(live, r)
 		}
 	}
-	slices.SortFunc(live, func(a, b *allocrunner.Runner) int { return strings.Compare(a.ID(), b.ID()) })
+	slices.SortFunc(live, func(a, b allocrunner.AllocRunner) int { return strings.Compare(a.ID(), b.ID()) })
 	return live
 }
 
 // stopDisconnected stops every runner in live for the disconnect deadline,
 // each in a goroutine the client owns; the stops wait for postrun, which
 // for CSI volumes ends only once the servers hear of the unpublish.
-func (c *Client) stopDisconnected(live []*allocrunner.Runner, elapsed time.Duration, d disconnectDecision, stopped map[string]bool) {
+func (c *Client) stopDisconnected(live []allocrunner.AllocRunner, elapsed time.Duration, d disconnectDecision, stopped map[string]bool) {
 	deadline := c.cfg.DisconnectDeadline
 	ids := make([]string, 0, len(live))
 	for _, r := range live {
