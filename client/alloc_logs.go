@@ -21,3 +21,16 @@ func (c *Client) AllocLogs(allocID, task, logType string) (*logs.Reader, error) 
 	}
 	return logs.Open(r.AllocDir().LogDir, task, logType)
 }
+
+// AllocTaskPIDs is the process ID of each running task of an alloc on
+// this client, by task name (for /v1/client/allocation/:id/stats).
+func (c *Client) AllocTaskPIDs(allocID string) (map[string]int, error) {
+	r, err := c.runner(allocID)
+	if err != nil {
+		return nil, err
+	}
+	return r.TaskPIDs(), nil
+}
+
+// DataDir is the client's data directory, where alloc directories live.
+func (c *Client) DataDir() string { return c.dataDir }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	nomad "github.com/hashicorp/nomad/api"
+	"github.com/hashicorp/nomad/api/contexts"
 	"github.com/shoenig/test/must"
 
 	"github.com/berth-io/berth/helper"
@@ -143,4 +144,70 @@ func TestCompat_NomadCLIShapes(t *testing.T) {
 	must.SliceEmpty(t, deps)
 	_, _, err = client.Jobs().Deployments("nope", false, nil)
 	must.ErrorContains(t, err, "404")
+}
+
+// TestCompat_NomadCLIEndpoints drives the endpoints Nomad's CLI reaches
+// for (job run's monitor, server members, status <prefix>, node status,
+// alloc status) with the upstream client and checks real values come
+// back.
+func TestCompat_NomadCLIEndpoints(t *testing.T) {
+	a, client := testAgent(t)
+	job := sleepJob("web", 1)
+	alloc := runningAlloc(t, client, job)
+
+	evalAllocs, _, err := client.Evaluations().Allocations(alloc.EvalID, nil)
+	must.NoError(t, err)
+	must.SliceLen(t, 1, evalAllocs)
+	must.Eq(t, alloc.ID, evalAllocs[0].ID)
+
+	parsed, err := client.Jobs().ParseHCL(`job "parsed" {
+  group "g" {
+    task "t" {
+      driver = "raw_exec"
+      config { command = "/bin/true" }
+    }
+  }
+}`, true)
+	must.NoError(t, err)
+	must.Eq(t, "parsed", *parsed.ID)
+	must.Eq(t, "service", *parsed.Type)
+	must.Eq(t, "t", parsed.TaskGroups[0].Tasks[0].Name)
+	_, err = client.Jobs().ParseHCL(`job "bad" { group "g" { nope = 1 } }`, true)
+	must.ErrorContains(t, err, "nope")
+
+	members, err := client.Agent().Members()
+	must.NoError(t, err)
+	must.SliceLen(t, 1, members.Members)
+	must.Eq(t, "alive", members.Members[0].Status)
+	must.Eq(t, "true", members.Members[0].Tags["leader"])
+	must.Eq(t, a.Server().ID(), members.Members[0].Tags["id"])
+
+	found, _, err := client.Search().PrefixSearch(alloc.ID[:5], contexts.All, nil)
+	must.NoError(t, err)
+	must.SliceContains(t, found.Matches[contexts.Allocs], alloc.ID)
+	found, _, err = client.Search().PrefixSearch("we", contexts.Jobs, nil)
+	must.NoError(t, err)
+	must.Eq(t, []string{"web"}, found.Matches[contexts.Jobs])
+	must.False(t, found.Truncations[contexts.Jobs])
+	fuzzy, _, err := client.Search().FuzzySearch("eb", contexts.All, nil)
+	must.NoError(t, err)
+	must.SliceNotEmpty(t, fuzzy.Matches[contexts.Jobs])
+	must.Eq(t, "web", fuzzy.Matches[contexts.Jobs][0].ID)
+
+	host, err := client.Nodes().Stats(alloc.NodeID, nil)
+	must.NoError(t, err)
+	must.NotNil(t, host.Memory)
+	must.Positive(t, host.Memory.Total)
+	must.SliceNotEmpty(t, host.CPU)
+	must.Positive(t, host.Uptime)
+	must.NotNil(t, host.AllocDirStats)
+	must.Positive(t, host.AllocDirStats.Size)
+
+	full, _, err := client.Allocations().Info(alloc.ID, nil)
+	must.NoError(t, err)
+	usage, err := client.Allocations().Stats(full, nil)
+	must.NoError(t, err)
+	must.MapContainsKey(t, usage.Tasks, "web")
+	must.Positive(t, usage.Tasks["web"].ResourceUsage.MemoryStats.RSS)
+	must.Positive(t, usage.ResourceUsage.MemoryStats.RSS)
 }

@@ -171,6 +171,17 @@ func (r *Runner) HasTask(name string) bool {
 	return false
 }
 
+// TaskPIDs is the process ID of each running task, by task name.
+func (r *Runner) TaskPIDs() map[string]int {
+	out := map[string]int{}
+	for _, tr := range r.tasks {
+		if pid := tr.PID(); pid > 0 {
+			out[tr.Name()] = pid
+		}
+	}
+	return out
+}
+
 // Alloc returns the client's view of the alloc: the servers' latest
 // version with this client's task states, status and TasksExited.
 func (r *Runner) Alloc() *structs.Allocation {

@@ -25,6 +25,9 @@ func (s *HTTPServer) evalsRequest(w http.ResponseWriter, r *http.Request) (any, 
 
 func (s *HTTPServer) evalRequest(w http.ResponseWriter, r *http.Request) (any, error) {
 	id := trimPath(r, "/v1/evaluation/")
+	if e, ok := strings.CutSuffix(id, "/allocations"); ok && e != "" && !strings.Contains(e, "/") {
+		return s.evalAllocations(w, r, e)
+	}
 	if id == "" || strings.Contains(id, "/") {
 		return nil, CodedError(http.StatusNotFound, "no such endpoint: "+r.URL.Path)
 	}

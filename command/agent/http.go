@@ -83,6 +83,10 @@ func (s *HTTPServer) registerHandlers() {
 	s.mux.HandleFunc("/v1/operator/raft/configuration", s.wrap(s.operatorRaftConfiguration))
 	s.mux.HandleFunc("/v1/operator/raft/peer", s.wrap(s.operatorRaftPeer))
 	s.mux.HandleFunc("/v1/jobs", s.wrap(s.jobsRequest))
+	s.mux.HandleFunc("/v1/jobs/parse", s.wrap(s.jobsParse))
+	s.mux.HandleFunc("/v1/agent/members", s.wrap(s.agentMembers))
+	s.mux.HandleFunc("/v1/search", s.wrap(s.search))
+	s.mux.HandleFunc("/v1/search/fuzzy", s.wrap(s.fuzzySearch))
 	s.mux.HandleFunc("/v1/job/", s.wrap(s.jobRequest))
 	s.mux.HandleFunc("/v1/allocations", s.wrap(s.allocsRequest))
 	s.mux.HandleFunc("/v1/allocation/", s.wrap(s.allocRequest))
@@ -98,6 +102,13 @@ func (s *HTTPServer) registerHandlers() {
 	s.mux.HandleFunc("/v1/system/gc", s.wrap(s.systemGC))
 	s.mux.HandleFunc("/v1/agent/self", s.wrap(s.agentSelfRequest))
 	s.mux.HandleFunc("/v1/client/fs/logs/", s.wrap(s.clientFSLogs))
+	s.mux.HandleFunc("/v1/client/stats", s.wrap(s.clientStats))
+	s.mux.HandleFunc("/v1/client/allocation/", s.wrap(func(w http.ResponseWriter, r *http.Request) (any, error) {
+		if id, ok := strings.CutSuffix(trimPath(r, "/v1/client/allocation/"), "/stats"); ok && id != "" && !strings.Contains(id, "/") {
+			return s.clientAllocStats(w, r, id)
+		}
+		return nil, CodedError(http.StatusNotFound, "no such endpoint: "+r.URL.Path)
+	}))
 	s.mux.HandleFunc("/v1/operator/audit", s.wrap(s.operatorAudit))
 	s.mux.HandleFunc("/v1/acl/bootstrap", s.wrap(s.aclBootstrap))
 	s.mux.HandleFunc("/v1/acl/policies", s.wrap(s.aclPolicies))

@@ -84,6 +84,10 @@ const (
 	HTTPEventStreamNode   = "HTTP.EventStreamNode"
 	HTTPEventStreamVolume = "HTTP.EventStreamVolume"
 	HTTPEventStreamPlugin = "HTTP.EventStreamPlugin"
+	HTTPJobsParse         = "HTTP.JobsParse"
+	HTTPClientStats       = "HTTP.ClientStats"
+	// HTTPClientAllocStats is authorized in the alloc's own namespace.
+	HTTPClientAllocStats = "HTTP.ClientAllocStats"
 )
 
 // ACLAuthorizeRequest asks whether the token may call Endpoint (an

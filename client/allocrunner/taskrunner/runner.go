@@ -176,6 +176,19 @@ func New(cfg *Config) (*Runner, error) {
 // Name is the task's name.
 func (r *Runner) Name() string { return r.task.Name }
 
+// PID is the process ID of the running task, as its driver reports it;
+// 0 when the task does not run or the driver does not know.
+func (r *Runner) PID() int {
+	if r.driver == nil {
+		return 0
+	}
+	st, err := r.driver.InspectTask(r.taskID)
+	if err != nil || st == nil || st.State != drivers.TaskStateRunning {
+		return 0
+	}
+	return st.PID
+}
+
 // State returns a copy of the task state.
 func (r *Runner) State() *structs.TaskState {
 	r.stateLock.Lock()
