@@ -29,7 +29,11 @@ func (c *Client) AllocTaskPIDs(allocID string) (map[string]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	return r.TaskPIDs(), nil
+	// Only runners with tasks have processes (a Minimal runner has none).
+	if p, ok := r.(interface{ TaskPIDs() map[string]int }); ok {
+		return p.TaskPIDs(), nil
+	}
+	return map[string]int{}, nil
 }
 
 // DataDir is the client's data directory, where alloc directories live.
