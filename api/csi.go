@@ -633,3 +633,37 @@ func (v *CSIVolumes) ListSnapshots(pluginID string, q *QueryOptions) (*CSISnapsh
 	}
 	return &resp, qm, nil
 }
+
+// CSIVolumeExplanation is Berth's answer to "why can my job not get this
+// volume, or why has its release not finished?" (GET
+// /v1/volume/csi/:id/explain): a one-line summary and one finding per
+// reason, each with the next action.
+type CSIVolumeExplanation struct {
+	VolumeID  string
+	Namespace string
+	Summary   string
+	Findings  []CSIVolumeExplainFinding
+}
+
+// CSIVolumeExplainFinding is one reason, about the volume, its plugin or
+// one claim. Kind is "in-use", "releasing", "waiting", "needs-operator",
+// "plugin" or "volume"; Action is empty when there is nothing to do but
+// wait.
+type CSIVolumeExplainFinding struct {
+	AllocID string `json:",omitempty"`
+	NodeID  string `json:",omitempty"`
+	Step    CSIClaimStep
+	Kind    string
+	Why     string
+	Action  string `json:",omitempty"`
+}
+
+// Explain asks the servers why the volume is where it is, and what to do.
+func (v *CSIVolumes) Explain(id string, q *QueryOptions) (*CSIVolumeExplanation, *QueryMeta, error) {
+	var resp CSIVolumeExplanation
+	qm, err := v.c.query("/v1/volume/csi/"+url.PathEscape(id)+"/explain", &resp, q)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &resp, qm, nil
+}

@@ -70,6 +70,12 @@ func (s *HTTPServer) csiVolumeRequest(w http.ResponseWriter, r *http.Request) (a
 		}
 		return s.csiVolumeCreate(w, r, volID)
 	}
+	if volID, ok := strings.CutSuffix(id, "/explain"); ok && volID != "" && !strings.Contains(volID, "/") {
+		if r.Method != http.MethodGet {
+			return nil, methodNotAllowed(r)
+		}
+		return s.csiVolumeExplain(w, r, volID)
+	}
 	if volID, ok := strings.CutSuffix(id, "/delete"); ok && volID != "" && !strings.Contains(volID, "/") {
 		if r.Method != http.MethodDelete {
 			return nil, methodNotAllowed(r)
