@@ -3,6 +3,7 @@ package command
 import (
 	"bufio"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -360,7 +361,34 @@ func (m *Meta) apiErr(doing string, err error) string {
 		}
 		msg += fmt.Sprintf("\nIs a Berth agent running at %s? Point the CLI at one with -address or BERTH_ADDR.", addr)
 	}
+	if hint := tlsHint(err); hint != "" {
+		msg += "\n" + hint
+	}
 	return msg
+}
+
+// tlsHint says what to set when err is a TLS mismatch between the CLI and
+// an agent with tls.http; "" otherwise.
+func tlsHint(err error) string {
+	var op *net.OpError
+	var unknownCA x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var status *api.StatusError
+	switch {
+	case errors.As(err, &op) && op.Op == "remote error":
+		// crypto/tls reports the agent's alert this way; the agent refuses
+		// a handshake when the CLI's certificate is missing or not its CA's.
+		return "The agent refused the TLS handshake: it requires a client certificate from its CA: set -client-cert and -client-key (or BERTH_CLIENT_CERT and BERTH_CLIENT_KEY)."
+	case errors.As(err, &unknownCA):
+		return "The agent's certificate is not signed by a CA the CLI trusts: set -ca-cert (or BERTH_CACERT) to the cluster's CA file."
+	case errors.As(err, &hostname):
+		return "The agent's certificate does not name this address: use one it names (localhost or 127.0.0.1 for berth's dev certificates) or set BERTH_TLS_SERVER_NAME."
+	case errors.As(err, &status) && status.Code == http.StatusBadRequest &&
+		// net/http's fixed answer to plain HTTP on a TLS port.
+		strings.Contains(status.Body, "HTTP request to an HTTPS server"):
+		return "The agent serves HTTPS: use https:// in -address or BERTH_ADDR."
+	}
+	return ""
 }
 
 // isConnErr reports whether err is a failure to reach the agent at all.

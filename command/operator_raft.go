@@ -31,7 +31,7 @@ func (c *OperatorRaftListPeers) Run(args []string) int {
 	}
 	cfg, err := client.Operator().RaftGetConfiguration(nil)
 	if err != nil {
-		c.ui.Error("Error getting peers: %v", err)
+		c.ui.Error("%s", c.apiErr("getting peers", err))
 		return 1
 	}
 	if done, err := c.formatted(cfg); done {

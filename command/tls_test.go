@@ -2,11 +2,17 @@ package command
 
 import (
 	"bytes"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"testing"
 
 	"github.com/shoenig/test/must"
 
+	"github.com/berth-io/berth/api"
 	"github.com/berth-io/berth/helper/tlsutil"
 )
 
@@ -84,5 +90,33 @@ func TestTLSCreate_WritesAWorkingPKI(t *testing.T) {
 		code, _, errOut := runCmd(t, append([]string{"tls", "cert", "create"}, bad...)...)
 		must.Eq(t, 1, code, must.Sprintf("%v", bad))
 		must.NotEq(t, "", errOut)
+	}
+}
+
+// Each TLS mismatch between the CLI and an HTTPS agent gets a hint naming
+// what to set; other errors get none.
+func TestTLSHint(t *testing.T) {
+	cases := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"no client certificate", fmt.Errorf("GET /v1/x: %w", &url.Error{Op: "Get", URL: "https://x", Err: &net.OpError{Op: "remote error", Err: errors.New("tls: certificate required")}}), "-client-cert and -client-key"},
+		{"connection refused", &net.OpError{Op: "dial", Err: errors.New("connection refused")}, ""},
+		{"unknown CA", &url.Error{Op: "Get", URL: "https://x", Err: x509.UnknownAuthorityError{}}, "-ca-cert (or BERTH_CACERT)"},
+		{"wrong name", x509.HostnameError{Certificate: &x509.Certificate{}, Host: "10.0.0.1"}, "BERTH_TLS_SERVER_NAME"},
+		{"plain HTTP", &api.StatusError{Code: 400, Body: "Client sent an HTTP request to an HTTPS server.\n"}, "use https:// in -address or BERTH_ADDR"},
+		{"other 400", &api.StatusError{Code: 400, Body: "missing job ID"}, ""},
+		{"other", errors.New("boom"), ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tlsHint(tc.err)
+			if tc.want == "" {
+				must.Eq(t, "", got)
+				return
+			}
+			must.StrContains(t, got, tc.want)
+		})
 	}
 }

@@ -217,9 +217,10 @@ func TestTLS_MutualTLSCluster(t *testing.T) {
 	// Without a certificate, and over plain HTTP: refused.
 	out, err = p.berth(h.Root, []string{"BERTH_ADDR=https://" + leader.HTTPAddr(), "BERTH_CACERT=" + p.file("berth-agent-ca.pem")}, "node", "status")
 	must.Error(t, err, must.Sprint(out))
+	must.StrContains(t, out, "requires a client certificate")
 	out, err = p.berth(h.Root, []string{"BERTH_ADDR=http://" + leader.HTTPAddr()}, "node", "status")
 	must.Error(t, err, must.Sprint(out))
-	must.StrContains(t, out, "HTTPS")
+	must.StrContains(t, out, "The agent serves HTTPS")
 
 	// A client certificate cannot open the Raft stream: the server
 	// closes it without a word. (A server certificate's stream stays
