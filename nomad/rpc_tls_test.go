@@ -169,3 +169,64 @@ func TestRPCTLS_RaftTakesOnlyServerCertificates(t *testing.T) {
 	must.NoError(t, f.Error())
 	must.Len(t, 3, f.Configuration().Servers)
 }
+
+// BenchmarkRPCPing compares one Status.Ping over a pooled connection
+// with and without mutual TLS, and the cost of a new TLS connection (TCP,
+// the handshake with both certificates verified, one ping).
+func BenchmarkRPCPing(b *testing.B) {
+	p := &testPKI{reloaders: map[string]*tlsutil.Reloader{}}
+	ca, key, err := tlsutil.GenerateCA(tlsutil.CAOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p.dir, p.ca, p.caKey = b.TempDir(), ca, key
+	if err := os.WriteFile(filepath.Join(p.dir, "ca.pem"), ca, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	rel := func(name string, role tlsutil.Role) *tlsutil.Reloader {
+		c, k, err := tlsutil.GenerateCert(ca, key, tlsutil.CertOptions{Role: role})
+		if err != nil {
+			b.Fatal(err)
+		}
+		f := tlsutil.Files{CAFile: filepath.Join(p.dir, "ca.pem"), CertFile: filepath.Join(p.dir, name+".pem"), KeyFile: filepath.Join(p.dir, name+"-key.pem")}
+		os.WriteFile(f.CertFile, c, 0o600)
+		os.WriteFile(f.KeyFile, k, 0o600)
+		r, err := tlsutil.NewReloader(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return r
+	}
+	plain := cluster.NewServer(b, nil)
+	srvCert := rel("server", tlsutil.RoleServer)
+	secure := cluster.NewServer(b, func(c *nomad.Config) { c.TLS = srvCert })
+	client := rel("client", tlsutil.RoleClient)
+	clientTLS := func() *tls.Config { return client.OutgoingConfig(tlsutil.RoleServer.Name("global")) }
+	ctx := context.Background()
+	ping := func(b *testing.B, pool *nomad.ConnPool, addr string) {
+		if err := pool.RPC(ctx, addr, "Status.Ping", &structs.GenericRequest{}, &structs.PingResponse{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("plaintext", func(b *testing.B) {
+		pool := nomad.NewConnPool(0)
+		defer pool.Close()
+		for b.Loop() {
+			ping(b, pool, plain.Addr)
+		}
+	})
+	b.Run("mtls", func(b *testing.B) {
+		pool := nomad.NewConnPool(0).WithTLS(clientTLS)
+		defer pool.Close()
+		for b.Loop() {
+			ping(b, pool, secure.Addr)
+		}
+	})
+	b.Run("mtls-new-connection", func(b *testing.B) {
+		for b.Loop() {
+			pool := nomad.NewConnPool(0).WithTLS(clientTLS)
+			ping(b, pool, secure.Addr)
+			pool.Close()
+		}
+	})
+}
