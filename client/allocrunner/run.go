@@ -55,7 +55,12 @@ func (r *Runner) runTasks() {
 			return
 		case r.stopCtx.Err() != nil:
 			fail := r.failingStop()
-			for _, tr := range r.tasks {
+			for _, tr := range r.reapRestored(func() *structs.TaskEvent {
+				if fail != nil {
+					return copyEvent(fail)
+				}
+				return taskrunner.KillingEvent("Alloc stopped while the client set it up again")
+			}) {
 				if fail != nil {
 					tr.MarkDead(copyEvent(fail), true)
 					continue
@@ -64,7 +69,11 @@ func (r *Runner) runTasks() {
 			}
 		default:
 			r.logger.Error("prerun failed; failing the alloc", "error", err)
-			for _, tr := range r.tasks {
+			for _, tr := range r.reapRestored(func() *structs.TaskEvent {
+				ev := taskrunner.NewEvent(taskrunner.EventSetupFailure, err.Error())
+				ev.FailsTask = true
+				return ev
+			}) {
 				tr.MarkDead(taskrunner.NewEvent(taskrunner.EventSetupFailure, err.Error()), true)
 			}
 		}
@@ -99,6 +108,33 @@ func (r *Runner) runTasks() {
 			r.logger.Warn("killing siblings of a failed task", "error", err)
 		}
 	}
+}
+
+// reapRestored kills the tasks that were restored running (the client
+// restarted while they ran) when prerun did not get through: they still
+// run in the driver, and marking them dead would leak them while postrun
+// releases their volumes under them (found by testutil/sim). Each is
+// reattached and killed with ev; the tasks that never ran are returned
+// for the caller to mark dead.
+func (r *Runner) reapRestored(ev func() *structs.TaskEvent) []*taskrunner.Runner {
+	var rest []*taskrunner.Runner
+	var wg sync.WaitGroup
+	for _, tr := range r.tasks {
+		if tr.State().State != structs.TaskStateRunning {
+			rest = append(rest, tr)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			go tr.Run() // reattaches, sees the kill, stops the task
+			if err := tr.Kill(r.ctx, ev()); err != nil {
+				r.logger.Warn("killing a restored task whose alloc did not set up again", "task", tr.Name(), "error", err)
+			}
+		}()
+	}
+	wg.Wait()
+	return rest
 }
 
 func (r *Runner) prerun() error {

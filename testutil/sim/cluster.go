@@ -141,7 +141,7 @@ func serverConfig(c *nomad.Config) {
 
 func (p Profile) settings(nodeName string) func(*fake.Settings) {
 	return func(s *fake.Settings) {
-		s.NodeID = "ext-" + nodeName
+		s.NodeID = extNodeID(nodeName)
 		s.PluginServices = nil
 		s.ControllerCapabilities = nil
 		if p.Controller {

@@ -209,6 +209,8 @@ func (r *runner) do(o Op) {
 		if err := c.restartLeader(); err != nil {
 			r.w.Violate(CheckHarnessStep, "restarting the leader: %v", err)
 		}
+	case FaultLoseMnts:
+		r.w.LoseMounts(c.nodes[o.Node].name, c.nodes[o.Node].dataDir)
 	case FaultHealCSI:
 		for _, n := range c.nodes {
 			n.plugin.ClearFaults()
@@ -369,6 +371,22 @@ func (r *runner) endState() []Violation {
 		if !claimed[p.Node+"/"+p.Vol+"/"+p.Alloc] && !blocked[strings.TrimPrefix(p.Vol, "ext-")] {
 			out = append(out, Violation{Check: CheckMounts, Msg: fmt.Sprintf(
 				"volume %s is published on %s for alloc %s, which holds no live claim", p.Vol, p.Node, p.Alloc)})
+		}
+	}
+	// Tasks ⇔ live allocs: a task still running for an alloc the client
+	// reported terminal was leaked (nothing will stop it, and its volume
+	// is released under it).
+	iter, err := st.Allocs(nil)
+	if err == nil {
+		for raw := iter.Next(); raw != nil; raw = iter.Next() {
+			a := raw.(*structs.Allocation)
+			if !a.ClientTerminalStatus() {
+				continue
+			}
+			if running := r.w.Running(a.ID); len(running) > 0 {
+				out = append(out, Violation{Check: CheckMounts, Msg: fmt.Sprintf(
+					"alloc %s is %s on the servers but its tasks %v still run on %s %s", a.ID, a.ClientStatus, running, nodeName[a.NodeID], lastEvents(a))})
+			}
 		}
 	}
 	// Controller attachments ⇔ live claims on that node.

@@ -69,6 +69,7 @@ const (
 	FaultNode     Kind = "node-plugin"    // Node, Method, Code / Hang
 	FaultCtrl     Kind = "controller"     // Method, Code / Hang (every controller instance)
 	FaultHealCSI  Kind = "heal-plugins"
+	FaultLoseMnts Kind = "lose-mounts" // Node: its plugin restarts and loses what it mounted (FUSE-like)
 	FaultRestartS Kind = "restart-leader"
 )
 
@@ -93,7 +94,7 @@ func (o Op) String() string {
 		return fmt.Sprintf("run j%d vol=%d ro=%t batch=%t", o.Job, o.Vol, o.ReadOnly, o.Batch)
 	case OpStopJob, OpPurgeJob:
 		return fmt.Sprintf("%s j%d", o.Kind, o.Job)
-	case OpDrain, OpIneligible, OpEligible, FaultKill, FaultRestart:
+	case OpDrain, OpIneligible, OpEligible, FaultKill, FaultRestart, FaultLoseMnts:
 		return fmt.Sprintf("%s n%d", o.Kind, o.Node)
 	case OpDetach:
 		return fmt.Sprintf("detach vol=%d n%d force=%t", o.Vol, o.Node, o.Force)
@@ -244,6 +245,8 @@ func Generate(seed uint64, cfg GenConfig) *Schedule {
 			}
 		case n < 97 && s.Servers > 1:
 			o = Op{Kind: FaultRestartS}
+		case n < 98:
+			o = Op{Kind: FaultLoseMnts, Node: r.IntN(cfg.Nodes)}
 		default:
 			o = Op{Kind: FaultHealCSI}
 		}

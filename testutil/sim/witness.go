@@ -137,6 +137,25 @@ func (w *Witness) attach(vol, node string) {
 	}
 }
 
+// detach records a ControllerUnpublish: the volume is detached from the
+// node, which fences it there, so whatever that node still has published
+// of it no longer reaches the volume and stops counting against the
+// access mode. (Publications are per node: plugin node IDs are
+// "ext-<node>", see Profile.settings.)
+func (w *Witness) detach(vol, extNode string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.attached, vol+"\x00"+extNode)
+	for k, p := range w.pubs {
+		if p.Vol == vol && extNodeID(p.Node) == extNode {
+			delete(w.pubs, k)
+		}
+	}
+}
+
+// extNodeID is the plugin's node ID of a simulated node.
+func extNodeID(node string) string { return "ext-" + node }
+
 // Attached returns the controller attachments in place, as external
 // volume ID and external node ID pairs.
 func (w *Witness) Attached() [][2]string {
@@ -168,6 +187,24 @@ func (w *Witness) IsMountpoint(path string) (bool, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.mounts[path], nil
+}
+
+// LoseMounts forgets every mount and publication of node (whose paths are
+// under dir), as when its plugin restarts and what it mounted dies with
+// it.
+func (w *Witness) LoseMounts(node, dir string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k, p := range w.pubs {
+		if p.Node == node {
+			delete(w.pubs, k)
+		}
+	}
+	for path := range w.mounts {
+		if strings.HasPrefix(path, dir+"/") {
+			delete(w.mounts, path)
+		}
+	}
 }
 
 // Quiet reports whether no plugin saw a volume RPC for d.
@@ -227,9 +264,7 @@ func (w *Witness) Observer(node string) func(fake.Call) {
 			}
 		case *csipb.ControllerUnpublishVolumeRequest:
 			if c.Done && (c.Err == nil || status.Code(c.Err) == codes.NotFound) {
-				w.mu.Lock()
-				delete(w.attached, req.GetVolumeId()+"\x00"+req.GetNodeId())
-				w.mu.Unlock()
+				w.detach(req.GetVolumeId(), req.GetNodeId())
 			}
 		case *csipb.NodeStageVolumeRequest:
 			if c.Done && c.Err == nil {

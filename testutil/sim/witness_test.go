@@ -136,6 +136,21 @@ func TestWitness_ControllerAttachesOneNode(t *testing.T) {
 	must.Len(t, 2, w.Attached())
 }
 
+// TestWitness_ControllerDetachFences: once the controller detached a
+// volume from a node (fencing a node that is down), what that node still
+// has published of it no longer counts.
+func TestWitness_ControllerDetachFences(t *testing.T) {
+	w := NewWitness(map[string]structs.CSIVolumeAccessMode{"v": structs.CSIVolumeAccessModeSingleNodeWriter})
+	w.Profile = Profile{Controller: true, PublishUnpublish: true}
+	publish(w, "n0", "v", "a1", false)
+	w.Observer("n")(fake.Call{Method: "ControllerUnpublishVolume", Req: &csipb.ControllerUnpublishVolumeRequest{VolumeId: "v", NodeId: extNodeID("n1")}, Done: true})
+	must.Len(t, 1, w.Pubs(), must.Sprint("a detach from another node fences nothing here"))
+	w.Observer("n")(fake.Call{Method: "ControllerUnpublishVolume", Req: &csipb.ControllerUnpublishVolumeRequest{VolumeId: "v", NodeId: extNodeID("n0")}, Done: true})
+	must.SliceEmpty(t, w.Pubs())
+	publish(w, "n1", "v", "a2", false)
+	must.SliceEmpty(t, w.Violations())
+}
+
 // TestShrink keeps exactly the ops a failure needs.
 func TestShrink(t *testing.T) {
 	var ops []Op
@@ -173,7 +188,7 @@ func TestGenerate(t *testing.T) {
 		}
 	}
 	for _, k := range []Kind{OpRunJob, OpStopJob, OpPurgeJob, OpDrain, OpIneligible, OpEligible, OpDetach, OpGC, OpWait,
-		OpExitTasks, FaultKill, FaultRestart, FaultNode, FaultCtrl, FaultHealCSI, FaultRestartS} {
+		OpExitTasks, FaultKill, FaultRestart, FaultNode, FaultCtrl, FaultHealCSI, FaultRestartS, FaultLoseMnts} {
 		must.True(t, kinds[k], must.Sprintf("no schedule has %s", k))
 	}
 	must.MapLen(t, len(modes), modesSeen)
