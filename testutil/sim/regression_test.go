@@ -23,8 +23,7 @@ func TestRegression_RestoredAllocStoppedWhileItsMountIsRedone(t *testing.T) {
 		Ops: []Op{
 			{Kind: OpRunJob, Job: 0, Vol: 0},
 			{Kind: OpWait, Wait: 300 * time.Millisecond},
-			{Kind: FaultKill, Node: 0},
-			{Kind: FaultLoseMnts, Node: 0},
+			{Kind: FaultLoseMnts, Node: 0}, // kills the client too
 			{Kind: OpWait, Wait: 700 * time.Millisecond},
 		}}
 	if vs := Run(t, s); len(vs) > 0 {

@@ -210,6 +210,11 @@ func (r *runner) do(o Op) {
 			r.w.Violate(CheckHarnessStep, "restarting the leader: %v", err)
 		}
 	case FaultLoseMnts:
+		// The node's agent and plugin die together (a node crash short
+		// of a reboot): the client is killed and what the plugin mounted
+		// is gone; the restarted client must mount again. Mounts lost
+		// under a live client are not something Berth watches for.
+		r.do(Op{Kind: FaultKill, Node: o.Node})
 		r.w.LoseMounts(c.nodes[o.Node].name, c.nodes[o.Node].dataDir)
 	case FaultHealCSI:
 		for _, n := range c.nodes {

@@ -69,7 +69,7 @@ const (
 	FaultNode     Kind = "node-plugin"    // Node, Method, Code / Hang
 	FaultCtrl     Kind = "controller"     // Method, Code / Hang (every controller instance)
 	FaultHealCSI  Kind = "heal-plugins"
-	FaultLoseMnts Kind = "lose-mounts" // Node: its plugin restarts and loses what it mounted (FUSE-like)
+	FaultLoseMnts Kind = "lose-mounts" // Node: client killed, and its plugin loses what it mounted
 	FaultRestartS Kind = "restart-leader"
 )
 
