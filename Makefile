@@ -8,7 +8,7 @@ BIN     ?= $(CURDIR)/.bin
 BERTH   := $(BIN)/berth
 PKGS    := ./...
 
-.PHONY: all build dev demo test vet lint fmt-check tidy-check peers bench bench-table fuzz sim clean
+.PHONY: all build browser dev demo test vet lint fmt-check tidy-check peers bench bench-table fuzz sim clean
 
 all: build
 
@@ -44,8 +44,23 @@ tidy-check:
 
 lint: fmt-check vet tidy-check
 
-test: lint peers
-	$(GO) test -race -count=1 -timeout 30m $(PKGS)
+# browser installs headless Chromium from Debian's packages for the UI's
+# browser tests (chromedp), when it is missing and we are root; apt-get
+# update runs only if the install fails without it. Without Chromium those
+# tests skip and say so.
+CHROMIUM_PKG ?= chromium
+browser:
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing $(CHROMIUM_PKG) for the UI's browser tests"; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(CHROMIUM_PKG) >/dev/null 2>&1 || \
+		{ apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(CHROMIUM_PKG); }; \
+	else echo "browser: no chromium and not root with apt-get: the UI's browser tests will skip (install the $(CHROMIUM_PKG) package)"; fi
+
+# Browser tests save screenshots under BERTH_TEST_ARTIFACTS.
+BERTH_TEST_ARTIFACTS ?= $(BIN)/artifacts
+test: lint peers browser
+	BERTH_TEST_ARTIFACTS=$(BERTH_TEST_ARTIFACTS) $(GO) test -race -count=1 -timeout 30m $(PKGS)
 	$(GO) test -tags simbugs -count=1 -run '^TestSimFindsArmedBugs$$' ./testutil/sim/
 	cd compat && $(GO) test -race -count=1 ./...
 	$(MAKE) fuzz

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/berth-io/berth/command/agent/ui"
 	"github.com/berth-io/berth/nomad/structs"
 )
 
@@ -119,6 +120,8 @@ func (s *HTTPServer) registerHandlers() {
 	s.mux.HandleFunc("/v1/event/stream", s.wrap(s.eventStreamRequest))
 	installMetrics()
 	s.mux.HandleFunc("/v1/metrics", s.wrap(s.metricsRequest))
+	// The web UI: a static shell; its script reads the API with the caller's token.
+	s.mux.Handle(ui.Prefix, ui.Handler())
 	s.mux.HandleFunc("/", s.wrap(func(w http.ResponseWriter, r *http.Request) (any, error) {
 		return nil, CodedError(http.StatusNotFound, "no such endpoint: "+r.URL.Path)
 	}))
