@@ -19,7 +19,10 @@ type importRule struct {
 	berth []string // Berth package path prefixes it may import ("" = any)
 	third []string // third-party modules it may import: keys of thirdParty
 	noStd []string // standard library path prefixes it must not import
-	why   string   // why the arrows are what they are
+	// doubles lets a tool whose subject is simulated (berth-nodesim)
+	// import test doubles, as test code may.
+	doubles bool
+	why     string // why the arrows are what they are
 }
 
 var importRules = []importRule{
@@ -30,6 +33,11 @@ var importRules = []importRule{
 		berth: []string{"api"},
 		third: []string{"github.com/hashicorp/raft", "github.com/hashicorp/raft-wal", "github.com/container-storage-interface/spec", "google.golang.org/grpc", "golang.org/x/sys"},
 		why:   "it drives a real agent through the HTTP API as an outside program would; the floors use the same libraries Berth does"},
+	{pkg: "cmd/berth-nodesim", what: "thousands of simulated client nodes (the real client, the minimal alloc runner, a fake CSI node plugin each) against one server",
+		berth:   []string{"client", "nomad", "plugins/csi/fake", "plugins/drivers"},
+		third:   []string{"github.com/hashicorp/go-hclog", "github.com/hashicorp/raft"},
+		doubles: true,
+		why:     "it measures the servers with the real client code, so it wires client and server like the agent does; the fake plugin and mock driver stand in for a node's storage and workloads, so it alone of the production packages may import test doubles"},
 	{pkg: "command", what: "one file per CLI verb",
 		berth: []string{"api", "jobspec", "helper", "command/agent", "plugins/csi/hostpath", "plugins/drivers/executor"},
 		third: []string{"github.com/hashicorp/go-hclog"},

@@ -201,7 +201,7 @@ func checkImports(files []fileImports, rules []importRule, third map[string]stri
 			report(f, "package %q has no import rule: add it to importRules (testutil/deps_rules_test.go) and regenerate DESIGN.md §1", f.pkg)
 			continue
 		}
-		double := isTestDouble(f.pkg)
+		double := isTestDouble(f.pkg) || r.doubles
 		for _, ip := range f.imports {
 			switch berth, ok := cutModule(ip); {
 			case ok:
@@ -324,6 +324,7 @@ func TestCheckImports_CatchesEachRule(t *testing.T) {
 		{pkg: "plugins/csi/fake", file: "plugins/csi/fake/fake.go", imports: []string{"testing", b("nomad/structs"), "google.golang.org/grpc/codes"}},
 		{pkg: "testutil/cluster", file: "testutil/cluster/c.go", imports: []string{b("plugins/drivers/mock"), b("nomad"), "testing"}},
 		{pkg: "compat", file: "compat/compat_test.go", test: true, imports: []string{"github.com/hashicorp/nomad/api"}},
+		{pkg: "cmd/berth-nodesim", file: "cmd/berth-nodesim/node.go", imports: []string{b("plugins/csi/fake"), b("plugins/drivers/mock")}},
 
 		// 1. A Berth arrow the rule forbids, in a file for another GOOS.
 		{pkg: "client/logs", file: "client/logs/collapse_other.go", imports: []string{b("nomad/state")}},
@@ -331,6 +332,7 @@ func TestCheckImports_CatchesEachRule(t *testing.T) {
 		{pkg: "command/agent", file: "command/agent/agent_client.go", imports: []string{b("plugins/drivers/mock")}},
 		{pkg: "client", file: "client/client.go", imports: []string{b("client/internal/fakedriver")}},
 		{pkg: "nomad", file: "nomad/server.go", imports: []string{b("testutil")}},
+		{pkg: "cmd/berth-bench", file: "cmd/berth-bench/floors.go", imports: []string{b("plugins/csi/fake")}},
 		// 3. The testing package in production code.
 		{pkg: "nomad/state", file: "nomad/state/store.go", imports: []string{"testing"}},
 		// 4. A third-party module the package's rule does not list.
@@ -351,6 +353,7 @@ func TestCheckImports_CatchesEachRule(t *testing.T) {
 		"api/api_test.go: imports github.com/hashicorp/nomad/api",
 		"client/client.go: imports client/internal/fakedriver, a test double",
 		"client/logs/collapse_other.go: imports nomad/state, which the rule for client forbids",
+		"cmd/berth-bench/floors.go: imports plugins/csi/fake, a test double",
 		"command/agent/agent_client.go: imports plugins/drivers/mock, a test double",
 		"compat/doc.go: imports nomad/structs, which the rule for compat forbids",
 		"helper/x_darwin.go: imports github.com/pkg/errors, a third-party module not in thirdParty",

@@ -1,0 +1,95 @@
+// Command berth-nodesim runs many simulated client nodes in one process
+// against a Berth server, to show how the servers scale with nodes, volumes
+// and claims. Each simulated node is the real client (registration,
+// heartbeats, the alloc watch and status sync, the CSI fingerprint and
+// hook) with the minimal alloc runner (allocrunner.NewMinimal: no tasks)
+// and a fake CSI node plugin of its own. It registers one per_alloc volume
+// per alloc, runs one job whose allocs each claim their own, stops it, and
+// prints a table. Every phase has a deadline and the whole run is bounded
+// by -timeout; it stops by itself.
+//
+//	berth-nodesim -nodes 500 -allocs 1000            # in-process server
+//	berth-nodesim -nodes 500 -address 127.0.0.1:4647 -pid $(pidof berth)
+//
+// Against a separate agent, start it with limits { rpc_max_conns_per_client
+// = 0 }: every simulated node opens two RPC connections, as a real client
+// would, all from 127.0.0.1.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+func main() {
+	var o options
+	flag.IntVar(&o.nodes, "nodes", 500, "simulated client nodes")
+	flag.IntVar(&o.allocs, "allocs", 1000, "allocs of the job, each claiming its own per_alloc volume")
+	flag.StringVar(&o.address, "address", "", "a server's RPC address on this machine (empty: start one in this process)")
+	flag.IntVar(&o.pid, "pid", 0, "with -address: the server's pid, to report its RSS")
+	flag.BoolVar(&o.raftMem, "raft-mem", false, "in-process server: keep Raft in memory instead of on disk")
+	flag.StringVar(&o.state, "client-state", "mem", "client state store: mem, or bolt (a state.db per node, fsynced as in production)")
+	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "hard bound on the whole run")
+	flag.DurationVar(&o.settle, "settle", 0, "how long to watch heartbeats once every node is up (default: 1.5 heartbeat TTLs)")
+	flag.IntVar(&o.startConcurrency, "start-concurrency", 32, "nodes started at once")
+	flag.StringVar(&o.logLevel, "log-level", "off", "log level of the clients and server")
+	flag.Parse()
+	if err := o.validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "berth-nodesim:", err)
+		os.Exit(2)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	defer cancel()
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
+	defer stop()
+	o.logger = hclog.New(&hclog.LoggerOptions{Name: "nodesim", Level: hclog.LevelFromString(o.logLevel), Output: os.Stderr})
+	res, err := run(ctx, &o)
+	res.print(os.Stdout, &o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "berth-nodesim:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	nodes, allocs    int
+	address          string
+	pid              int
+	raftMem          bool
+	state            string
+	timeout, settle  time.Duration
+	startConcurrency int
+	logLevel         string
+	logger           hclog.Logger
+}
+
+func (o *options) validate() error {
+	var errs []error
+	if o.nodes < 1 {
+		errs = append(errs, fmt.Errorf("-nodes %d: want at least 1", o.nodes))
+	}
+	if o.allocs < 0 {
+		errs = append(errs, fmt.Errorf("-allocs %d: want 0 or more", o.allocs))
+	}
+	if o.state != "mem" && o.state != "bolt" {
+		errs = append(errs, fmt.Errorf("-client-state %q: want mem or bolt", o.state))
+	}
+	if o.address != "" {
+		if err := checkLoopback(o.address); err != nil {
+			errs = append(errs, err)
+		}
+	} else if o.pid != 0 {
+		errs = append(errs, errors.New("-pid only goes with -address (the in-process server's RSS is this process's)"))
+	}
+	if o.startConcurrency < 1 {
+		o.startConcurrency = 1
+	}
+	return errors.Join(errs...)
+}

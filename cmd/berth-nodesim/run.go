@@ -1,0 +1,391 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/berth-io/berth/client"
+	"github.com/berth-io/berth/nomad"
+	"github.com/berth-io/berth/nomad/structs"
+)
+
+// volumeFamily is the per_alloc volume source: allocs claim
+// volumeFamily[0], volumeFamily[1], ...
+const volumeFamily = "simvol"
+
+// result is what the table prints; zero fields were not reached.
+type result struct {
+	nodesStarted, nodesReady, nodesReadyAfterSettle, pluginHealthy int
+	startTime, settle                                              time.Duration
+	volumes                                                        int
+	registerTime                                                   time.Duration
+	placed, published                                              int
+	placeTime, publishTime                                         time.Duration
+	createToPublished, claimToPublished                            []time.Duration
+	unpublished, freed                                             int
+	freeTime, unpublishTime                                        time.Duration
+	rss                                                            map[string]int64 // phase → bytes
+	rssWhose                                                       string
+	heartbeatTTL                                                   time.Duration
+}
+
+func run(ctx context.Context, o *options) (res *result, err error) {
+	res = &result{rss: map[string]int64{}}
+	dir, err := os.MkdirTemp("", "nodesim")
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(dir)
+
+	var rpc client.RPCer
+	newRPC := func() client.RPCer { return newRemote(o.address) }
+	rssPid := o.pid
+	res.rssWhose = fmt.Sprintf("server (pid %d)", o.pid)
+	if o.address == "" {
+		s, err := startServer(ctx, o, filepath.Join(dir, "server"))
+		if err != nil {
+			return res, err
+		}
+		defer s.Shutdown()
+		rpc = inProcess{s}
+		newRPC = func() client.RPCer { return inProcess{s} }
+		rssPid = os.Getpid()
+		res.rssWhose = "this process (server and every simulated node)"
+	} else {
+		r := newRemote(o.address)
+		defer r.Close()
+		rpc = r
+	}
+	if rssPid == 0 {
+		res.rssWhose = ""
+	}
+	sample := func(phase string) {
+		if rssPid != 0 {
+			res.rss[phase] = readRSS(rssPid)
+		}
+	}
+	sample("start")
+
+	// Nodes.
+	pubs := newPublishes()
+	start := time.Now()
+	nodes, err := startNodes(ctx, o, dir, newRPC, pubs)
+	defer stopNodes(nodes)
+	res.nodesStarted = len(nodes)
+	if err != nil {
+		return res, err
+	}
+	err = waitFor(ctx, "every node ready and the plugin healthy on each", func() (bool, error) {
+		ready, err := readyNodes(rpc)
+		res.nodesReady = ready
+		if err != nil {
+			return false, err
+		}
+		var p structs.CSIPluginGetResponse
+		if err := rpc.RPC("CSIPlugin.Get", &structs.CSIPluginGetRequest{ID: pluginID}, &p); err != nil {
+			return false, err
+		}
+		if p.Plugin != nil {
+			res.pluginHealthy = p.Plugin.NodesHealthy
+		}
+		return ready == o.nodes && res.pluginHealthy == o.nodes, nil
+	})
+	res.startTime = time.Since(start)
+	if err != nil {
+		return res, err
+	}
+	sample("nodes")
+
+	// Heartbeats: every node must stay ready for longer than a TTL.
+	res.heartbeatTTL = heartbeatTTL(rpc, o)
+	res.settle = o.settle
+	if res.settle <= 0 {
+		res.settle = res.heartbeatTTL * 3 / 2
+	}
+	settleEnd := time.Now().Add(res.settle)
+	res.nodesReadyAfterSettle = o.nodes
+	for time.Now().Before(settleEnd) {
+		if !sleep(ctx, min(time.Second, time.Until(settleEnd))) {
+			return res, ctx.Err()
+		}
+		ready, err := readyNodes(rpc)
+		if err != nil {
+			return res, err
+		}
+		res.nodesReadyAfterSettle = min(res.nodesReadyAfterSettle, ready)
+	}
+	if o.allocs == 0 {
+		return res, nil
+	}
+
+	// Volumes, in batches.
+	start = time.Now()
+	for lo := 0; lo < o.allocs; lo += 500 {
+		var vols []*structs.CSIVolume
+		for i := lo; i < min(lo+500, o.allocs); i++ {
+			id := fmt.Sprintf("%s[%d]", volumeFamily, i)
+			vols = append(vols, &structs.CSIVolume{
+				ID: id, Name: id, ExternalID: "ext-" + id, Namespace: structs.DefaultNamespace, PluginID: pluginID,
+				RequestedCapabilities: []*structs.CSIVolumeCapability{{
+					AccessMode: structs.CSIVolumeAccessModeSingleNodeWriter, AttachmentMode: structs.CSIVolumeAttachmentModeFilesystem,
+				}},
+			})
+		}
+		if err := rpc.RPC("CSIVolume.Register", &structs.CSIVolumeRegisterRequest{Volumes: vols}, &structs.CSIVolumeRegisterResponse{}); err != nil {
+			return res, fmt.Errorf("registering volumes: %w", err)
+		}
+		res.volumes += len(vols)
+	}
+	res.registerTime = time.Since(start)
+	sample("volumes")
+
+	// The job: every alloc claims its own volume.
+	job := simJob(o.allocs)
+	start = time.Now()
+	if err := rpc.RPC("Job.Register", &structs.JobRegisterRequest{Job: job}, &structs.JobRegisterResponse{}); err != nil {
+		return res, fmt.Errorf("registering the job: %w", err)
+	}
+	var allocs []*structs.AllocListStub
+	err = waitFor(ctx, "every alloc placed and its volume published", func() (bool, error) {
+		if res.placed < o.allocs {
+			var r structs.AllocListResponse
+			if err := rpc.RPC("Job.Allocations", &structs.JobSpecificRequest{JobID: job.ID}, &r); err != nil {
+				return false, err
+			}
+			if res.placed = len(r.Allocations); res.placed >= o.allocs {
+				allocs = r.Allocations
+				var last int64
+				for _, a := range allocs {
+					last = max(last, a.CreateTime)
+				}
+				res.placeTime = time.Unix(0, last).Sub(start)
+			}
+		}
+		res.published, _ = pubs.counts()
+		if res.published >= o.allocs && res.publishTime == 0 {
+			res.publishTime = pubs.last(true).Sub(start)
+		}
+		return res.placed >= o.allocs && res.published >= o.allocs, nil
+	})
+	if err != nil {
+		return res, err
+	}
+	sample("claims")
+	res.createToPublished, res.claimToPublished = latencies(rpc, allocs, pubs)
+
+	// Stop: every volume unpublished and every claim freed.
+	start = time.Now()
+	if err := rpc.RPC("Job.Deregister", &structs.JobDeregisterRequest{JobID: job.ID, WriteRequest: structs.WriteRequest{Namespace: structs.DefaultNamespace}}, &structs.JobDeregisterResponse{}); err != nil {
+		return res, fmt.Errorf("stopping the job: %w", err)
+	}
+	err = waitFor(ctx, "every volume unpublished and its claim freed", func() (bool, error) {
+		_, res.unpublished = pubs.counts()
+		if res.unpublished < o.allocs {
+			return false, nil
+		}
+		if res.unpublishTime == 0 {
+			res.unpublishTime = pubs.last(false).Sub(start)
+		}
+		var r structs.CSIVolumeListResponse
+		if err := rpc.RPC("CSIVolume.List", &structs.CSIVolumeListRequest{PluginID: pluginID}, &r); err != nil {
+			return false, err
+		}
+		free := 0
+		for _, v := range r.Volumes {
+			if v.Claims == 0 && v.CurrentReaders+v.CurrentWriters == 0 {
+				free++
+			}
+		}
+		res.freed = free
+		return free >= o.allocs, nil
+	})
+	res.freeTime = time.Since(start)
+	return res, err
+}
+
+func startServer(ctx context.Context, o *options, dir string) (*nomad.Server, error) {
+	c := nomad.DefaultConfig()
+	c.NodeName = "nodesim-server"
+	c.BootstrapExpect = 1
+	c.RPCAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 0}
+	c.DevMode = o.raftMem
+	if !o.raftMem {
+		c.DataDir = dir
+	}
+	c.Logger = o.logger.Named("server")
+	rc := raft.DefaultConfig()
+	rc.ShutdownOnRemove = false
+	c.RaftConfig = rc
+	s, err := nomad.NewServer(c)
+	if err != nil {
+		return nil, fmt.Errorf("starting the server: %w", err)
+	}
+	if err := waitFor(ctx, "the server to lead", func() (bool, error) { return s.IsLeader(), nil }); err != nil {
+		s.Shutdown()
+		return nil, err
+	}
+	return s, nil
+}
+
+func startNodes(ctx context.Context, o *options, dir string, newRPC func() client.RPCer, pubs *publishes) ([]*simNode, error) {
+	nodes := make([]*simNode, o.nodes)
+	errs := make([]error, o.nodes)
+	sem := make(chan struct{}, o.startConcurrency)
+	var wg sync.WaitGroup
+	for i := range o.nodes {
+		if ctx.Err() != nil {
+			errs[i] = ctx.Err()
+			break
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			nodes[i], errs[i] = startNode(i, nodeOptions{
+				dir: dir, rpc: newRPC, memState: o.state == "mem", logger: o.logger, obs: pubs.observe,
+			})
+		})
+	}
+	wg.Wait()
+	var out []*simNode
+	for _, n := range nodes {
+		if n != nil {
+			out = append(out, n)
+		}
+	}
+	for _, err := range errs {
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// stopNodes shuts every node down, many at once.
+func stopNodes(nodes []*simNode) {
+	sem := make(chan struct{}, 64)
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			n.stop()
+		})
+	}
+	wg.Wait()
+}
+
+func readyNodes(rpc client.RPCer) (int, error) {
+	var r structs.NodeListResponse
+	if err := rpc.RPC("Node.List", &structs.GenericRequest{}, &r); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, s := range r.Nodes {
+		if s.Status == structs.NodeStatusReady {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// heartbeatTTL is the TTL the servers give nodes (a heartbeat's answer).
+func heartbeatTTL(rpc client.RPCer, o *options) time.Duration {
+	if o.address == "" {
+		return nomad.DefaultConfig().HeartbeatTTL
+	}
+	return 10 * time.Second // the agent's default; not exposed over RPC
+}
+
+func simJob(count int) *structs.Job {
+	return &structs.Job{
+		ID: "nodesim", Name: "nodesim", Namespace: structs.DefaultNamespace, Type: structs.JobTypeService, Priority: 50,
+		Datacenters: []string{"dc1"},
+		TaskGroups: []*structs.TaskGroup{{
+			Name: "g", Count: count,
+			Volumes: map[string]*structs.VolumeRequest{"data": {
+				Name: "data", Type: structs.VolumeTypeCSI, Source: volumeFamily, PerAlloc: true,
+				AccessMode: structs.CSIVolumeAccessModeSingleNodeWriter, AttachmentMode: structs.CSIVolumeAttachmentModeFilesystem,
+			}},
+			Tasks: []*structs.Task{{
+				Name: "t", Driver: "mock",
+				Resources: &structs.Resources{CPU: 10, MemoryMB: 10}, KillTimeout: time.Second,
+			}},
+		}},
+	}
+}
+
+// latencies are, per alloc, from its creation (when the plan reserved its
+// claim) and from its claim taken (the client's claim RPC) to the plugin's
+// NodePublish answer. The server's times are on the leader's clock, this
+// machine's.
+func latencies(rpc client.RPCer, allocs []*structs.AllocListStub, pubs *publishes) (create, claim []time.Duration) {
+	pubs.mu.Lock()
+	published := maps(pubs.published)
+	pubs.mu.Unlock()
+	for _, a := range allocs {
+		vol := fmt.Sprintf("%s[%d]", volumeFamily, (&structs.Allocation{Name: a.Name}).Index())
+		at, ok := published[vol]
+		if !ok {
+			continue
+		}
+		create = append(create, at.Sub(time.Unix(0, a.CreateTime)))
+		var r structs.CSIVolumeGetResponse
+		if err := rpc.RPC("CSIVolume.Get", &structs.CSIVolumeGetRequest{ID: vol}, &r); err != nil || r.Volume == nil {
+			continue
+		}
+		if c := r.Volume.Claims[a.ID]; c != nil {
+			for _, h := range c.History {
+				if h.To == structs.CSIClaimTaken {
+					claim = append(claim, at.Sub(time.Unix(0, h.Time)))
+					break
+				}
+			}
+		}
+	}
+	slices.Sort(create)
+	slices.Sort(claim)
+	return create, claim
+}
+
+func maps(m map[string]time.Time) map[string]time.Time {
+	out := make(map[string]time.Time, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// waitFor polls cond until it is true, fails, or ctx ends.
+func waitFor(ctx context.Context, what string, cond func() (bool, error)) error {
+	for {
+		ok, err := cond()
+		if err != nil {
+			return fmt.Errorf("waiting for %s: %w", what, err)
+		}
+		if ok {
+			return nil
+		}
+		if !sleep(ctx, 200*time.Millisecond) {
+			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

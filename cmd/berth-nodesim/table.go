@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+func (r *result) print(out io.Writer, o *options) {
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	defer w.Flush()
+	server := "in-process"
+	if o.address != "" {
+		server = o.address
+	}
+	fmt.Fprintf(w, "berth-nodesim\tnodes=%d allocs=%d server=%s client-state=%s raft=%s\n", o.nodes, o.allocs, server, o.state, raftMode(o))
+	fmt.Fprintf(w, "nodes started\t%d in %s\n", r.nodesStarted, round(r.startTime))
+	fmt.Fprintf(w, "nodes ready / plugin healthy\t%d / %d\n", r.nodesReady, r.pluginHealthy)
+	if r.settle > 0 {
+		fmt.Fprintf(w, "nodes ready throughout %s (TTL %s)\t%d of %d\n", round(r.settle), r.heartbeatTTL, r.nodesReadyAfterSettle, o.nodes)
+	}
+	if r.volumes > 0 {
+		fmt.Fprintf(w, "volumes registered\t%d in %s (%s)\n", r.volumes, round(r.registerTime), rate(r.volumes, r.registerTime))
+	}
+	if r.placeTime > 0 {
+		fmt.Fprintf(w, "allocs placed\t%d in %s (%s)\n", r.placed, round(r.placeTime), rate(r.placed, r.placeTime))
+	} else if r.placed > 0 {
+		fmt.Fprintf(w, "allocs placed\t%d (not all)\n", r.placed)
+	}
+	if r.publishTime > 0 {
+		fmt.Fprintf(w, "volumes claimed and published\t%d in %s (%s)\n", r.published, round(r.publishTime), rate(r.published, r.publishTime))
+	} else if r.published > 0 {
+		fmt.Fprintf(w, "volumes claimed and published\t%d (not all)\n", r.published)
+	}
+	if len(r.createToPublished) > 0 {
+		fmt.Fprintf(w, "alloc created → published p50 / p99\t%s / %s\n", pct(r.createToPublished, 50), pct(r.createToPublished, 99))
+	}
+	if len(r.claimToPublished) > 0 {
+		fmt.Fprintf(w, "claim taken → published p50 / p99\t%s / %s\n", pct(r.claimToPublished, 50), pct(r.claimToPublished, 99))
+	}
+	if r.unpublished > 0 || r.freeTime > 0 {
+		fmt.Fprintf(w, "stop → all unpublished\t%d in %s (%s)\n", r.unpublished, round(r.unpublishTime), rate(r.unpublished, r.unpublishTime))
+		fmt.Fprintf(w, "stop → all claims freed (seen by a 200ms poll)\t%d in %s\n", r.freed, round(r.freeTime))
+	}
+	if r.rssWhose != "" {
+		fmt.Fprintf(w, "RSS of %s\t%s\n", r.rssWhose, rssLine(r, o))
+	}
+}
+
+func raftMode(o *options) string {
+	switch {
+	case o.address != "":
+		return "(the agent's)"
+	case o.raftMem:
+		return "memory"
+	}
+	return "disk"
+}
+
+func rssLine(r *result, o *options) string {
+	var parts []string
+	for _, p := range []string{"start", "nodes", "volumes", "claims"} {
+		if v, ok := r.rss[p]; ok {
+			parts = append(parts, fmt.Sprintf("%s %d MB", p, v>>20))
+		}
+	}
+	if a, b := r.rss["start"], r.rss["nodes"]; a > 0 && b > 0 {
+		parts = append(parts, fmt.Sprintf("%d KB/node", (b-a)/int64(o.nodes)>>10))
+	}
+	if a, b := r.rss["nodes"], r.rss["claims"]; a > 0 && b > 0 && r.volumes > 0 {
+		parts = append(parts, fmt.Sprintf("%d KB per volume+claimed alloc", (b-a)/int64(r.volumes)>>10))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func rate(n int, d time.Duration) string {
+	if d <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f/s", float64(n)/d.Seconds())
+}
+
+func round(d time.Duration) time.Duration {
+	if d > time.Second {
+		return d.Round(10 * time.Millisecond)
+	}
+	return d.Round(10 * time.Microsecond)
+}
+
+// pct is the p-th percentile of sorted durations.
+func pct(sorted []time.Duration, p int) time.Duration {
+	i := (len(sorted)*p + 99) / 100
+	return round(sorted[max(0, min(len(sorted)-1, i-1))])
+}
+
+// readRSS is a process's resident set in bytes, or 0.
+func readRSS(pid int) int64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
