@@ -39,4 +39,7 @@
 //	                           a node plugin outage shows on the claim
 //	capabilities_mock_test.go  8. mock-driver --disable-attach, node-only,
 //	                           Unimplemented release -> needs-operator -> detach
+//	ui_test.go              9. the web UI in headless Chromium: a volume's
+//	                           claim shown taken, then freed, live (screenshots
+//	                           under $BERTH_TEST_ARTIFACTS)
 package e2e
