@@ -122,8 +122,20 @@ func claimRequest(volID string, a *structs.Allocation) *structs.CSIVolumeClaimRe
 	}
 }
 
+// nodeSecret is node id's stored secret ("" when unknown): the identity
+// its client signs every RPC with. Tests sign as a node with it.
+func nodeSecret(s *cluster.Server, id string) string {
+	if n, err := s.State().NodeByID(nil, id); err == nil && n != nil {
+		return n.SecretID
+	}
+	return ""
+}
+
 func csiClaim(s *cluster.Server, req *structs.CSIVolumeClaimRequest) (*structs.CSIVolumeClaimResponse, error) {
 	var reply structs.CSIVolumeClaimResponse
+	if req.AuthToken == "" {
+		req.AuthToken = nodeSecret(s, req.NodeID)
+	}
 	err := s.RPC("CSIVolume.Claim", req, &reply)
 	return &reply, err
 }
@@ -140,15 +152,20 @@ func takeClaim(t *testing.T, s *cluster.Server, volID string, a *structs.Allocat
 
 func clientUpdate(t *testing.T, s *cluster.Server, allocID, status string, tasksExited bool) {
 	t.Helper()
-	must.NoError(t, s.RPC("Node.UpdateAlloc", &structs.AllocUpdateRequest{Alloc: []*structs.Allocation{{
-		ID: allocID, ClientStatus: status, TasksExited: tasksExited,
-	}}}, &structs.GenericResponse{}))
+	a, err := s.State().AllocByID(nil, allocID)
+	must.NoError(t, err)
+	must.NotNil(t, a)
+	req := &structs.AllocUpdateRequest{Alloc: []*structs.Allocation{{
+		ID: allocID, NodeID: a.NodeID, ClientStatus: status, TasksExited: tasksExited,
+	}}}
+	req.AuthToken = nodeSecret(s, a.NodeID)
+	must.NoError(t, s.RPC("Node.UpdateAlloc", req, &structs.GenericResponse{}))
 }
 
 func unpublish(s *cluster.Server, volID, allocID, nodeID string) error {
-	return s.RPC("CSIVolume.Unpublish", &structs.CSIVolumeUnpublishRequest{
-		VolumeID: volID, AllocationID: allocID, NodeID: nodeID,
-	}, &structs.GenericResponse{})
+	req := &structs.CSIVolumeUnpublishRequest{VolumeID: volID, AllocationID: allocID, NodeID: nodeID}
+	req.AuthToken = nodeSecret(s, nodeID)
+	return s.RPC("CSIVolume.Unpublish", req, &structs.GenericResponse{})
 }
 
 func detach(s *cluster.Server, volID, nodeID string, force bool) error {
@@ -168,8 +185,9 @@ func stopJob(t *testing.T, s *cluster.Server, jobID string, purge bool) {
 
 func nodeDown(t *testing.T, s *cluster.Server, nodeID string) {
 	t.Helper()
-	must.NoError(t, s.RPC("Node.UpdateStatus", &structs.NodeUpdateStatusRequest{NodeID: nodeID, Status: structs.NodeStatusDown},
-		&structs.NodeUpdateResponse{}))
+	req := &structs.NodeUpdateStatusRequest{NodeID: nodeID, Status: structs.NodeStatusDown}
+	req.AuthToken = nodeSecret(s, nodeID)
+	must.NoError(t, s.RPC("Node.UpdateStatus", req, &structs.NodeUpdateResponse{}))
 }
 
 // waitStopped waits until the servers have stopped alloc id.
@@ -282,10 +300,12 @@ func TestCSIClaim_TakesTheReservation(t *testing.T) {
 			structs.ErrNotFound, `claiming volume "nope" for alloc ` + a.ID + `: volume not found in namespace "default"`},
 		{"unknown alloc", func(r *structs.CSIVolumeClaimRequest) { r.AllocationID = "nope" },
 			structs.ErrNotFound, `claiming volume "db": alloc nope not found`},
-		{"another node", func(r *structs.CSIVolumeClaimRequest) { r.NodeID = "elsewhere" },
-			structs.ErrInvalid, "the alloc runs on node " + node.ID + ", not on node elsewhere"},
-		{"missing fields", func(r *structs.CSIVolumeClaimRequest) { r.VolumeID, r.NodeID = "", "" },
-			structs.ErrInvalid, "missing volume ID, node ID"},
+		{"another node", func(r *structs.CSIVolumeClaimRequest) { r.NodeID, r.AuthToken = "elsewhere", node.SecretID },
+			structs.ErrPermissionDenied, "may not act for node elsewhere"},
+		{"no node's secret", func(r *structs.CSIVolumeClaimRequest) { r.AuthToken = "forged" },
+			structs.ErrPermissionDenied, "needs the calling node's secret"},
+		{"missing fields", func(r *structs.CSIVolumeClaimRequest) { r.VolumeID, r.AllocationID = "", "" },
+			structs.ErrInvalid, "missing volume ID, alloc ID"},
 		{"unknown mode", func(r *structs.CSIVolumeClaimRequest) { r.Mode = "append" },
 			structs.ErrInvalid, `unknown claim mode "append"`},
 		{"all namespaces", func(r *structs.CSIVolumeClaimRequest) { r.Namespace = "*" },
@@ -401,9 +421,9 @@ func TestCSIUnpublish_FreesANodeOnlyClaim(t *testing.T) {
 	waitStopped(t, s, a.ID)
 	mustStillHold(t, s, "db", a.ID, structs.CSIClaimTaken) // the client has not unpublished yet
 
+	// A stranger cannot release it: no node's secret.
 	err := unpublish(s, "db", a.ID, "another-node")
-	must.ErrorIs(t, err, structs.ErrInvalid)
-	must.StrContains(t, err.Error(), "node another-node cannot release it")
+	must.ErrorIs(t, err, structs.ErrPermissionDenied)
 
 	must.NoError(t, unpublish(s, "db", a.ID, a.NodeID))
 	must.Nil(t, storedClaim(t, s, "db", a.ID), must.Sprint("freed before the reply"))

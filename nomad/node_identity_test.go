@@ -98,7 +98,7 @@ func TestNodeIdentity_NodeRPCsNeedTheNodesOwnSecret(t *testing.T) {
 
 		cl := claimRequest("db", a)
 		cl.AuthToken = c.secret
-		_, err := csiClaim(s, cl)
+		err := s.RPC("CSIVolume.Claim", cl, &structs.CSIVolumeClaimResponse{})
 		mustDeny(t, err, "Claim with "+c.name)
 
 		un := &structs.CSIVolumeUnpublishRequest{VolumeID: "db", AllocationID: a.ID, NodeID: owner.ID}

@@ -80,7 +80,9 @@ func rpcWhileNoLeader(t *testing.T, s *cluster.Server, method string, args, repl
 func heartbeat(t *testing.T, s *cluster.Server, nodeID string) *structs.NodeUpdateResponse {
 	t.Helper()
 	var reply structs.NodeUpdateResponse
-	rpcWhileNoLeader(t, s, "Node.UpdateStatus", &structs.NodeUpdateStatusRequest{NodeID: nodeID, Status: structs.NodeStatusReady}, &reply)
+	req := &structs.NodeUpdateStatusRequest{NodeID: nodeID, Status: structs.NodeStatusReady}
+	req.AuthToken = nodeSecret(s, nodeID)
+	rpcWhileNoLeader(t, s, "Node.UpdateStatus", req, &reply)
 	return &reply
 }
 
@@ -119,7 +121,9 @@ func startPump(t *testing.T, s *cluster.Server, interval time.Duration, nodeIDs 
 				var reply structs.NodeUpdateResponse
 				// Errors (a shutting-down server) are the test's business
 				// only through the state it checks.
-				_ = s.RPC("Node.UpdateStatus", &structs.NodeUpdateStatusRequest{NodeID: id, Status: structs.NodeStatusReady}, &reply)
+				req := &structs.NodeUpdateStatusRequest{NodeID: id, Status: structs.NodeStatusReady}
+				req.AuthToken = nodeSecret(s, id)
+				_ = s.RPC("Node.UpdateStatus", req, &reply)
 			}
 		}
 	})
@@ -430,7 +434,9 @@ func TestNode_GetClientAllocs(t *testing.T) {
 	err = s.RPC("Node.GetClientAllocs", &structs.NodeSpecificRequest{NodeID: node.ID}, &reply)
 	must.True(t, errors.Is(err, structs.ErrPermissionDenied), must.Sprintf("got %v", err))
 
-	must.NoError(t, s.RPC("Node.GetClientAllocs", &structs.NodeSpecificRequest{NodeID: node.ID, SecretID: node.SecretID}, &reply))
+	ok := &structs.NodeSpecificRequest{NodeID: node.ID, SecretID: node.SecretID}
+	ok.AuthToken = node.SecretID
+	must.NoError(t, s.RPC("Node.GetClientAllocs", ok, &reply))
 	must.SliceLen(t, 1, reply.Allocs)
 	must.NotNil(t, reply.Allocs[0].Job)
 	must.Eq(t, reply.Allocs[0].ModifyIndex, reply.Index)
@@ -445,6 +451,7 @@ func TestNode_GetClientAllocs(t *testing.T) {
 	wg.Go(func() {
 		var r result
 		req := &structs.NodeSpecificRequest{NodeID: node.ID, SecretID: node.SecretID}
+		req.AuthToken = node.SecretID
 		req.MinQueryIndex = reply.Index
 		req.MaxQueryTime = 10 * time.Second
 		r.err = s.RPC("Node.GetClientAllocs", req, &r.reply)
@@ -468,17 +475,22 @@ func TestNode_UpdateAllocFailedIsRescheduled(t *testing.T) {
 	submitJob(t, s, job)
 	first := waitLive(t, s, "web", 1)[0]
 
-	running := &structs.Allocation{ID: first.ID, ClientStatus: structs.AllocClientStatusRunning,
+	running := &structs.Allocation{ID: first.ID, NodeID: first.NodeID, ClientStatus: structs.AllocClientStatusRunning,
 		TaskStates: map[string]*structs.TaskState{"web": {State: structs.TaskStateRunning}}}
 	var reply structs.GenericResponse
-	must.NoError(t, s.RPC("Node.UpdateAlloc", &structs.AllocUpdateRequest{Alloc: []*structs.Allocation{running}}, &reply))
+	update := func(a *structs.Allocation) *structs.AllocUpdateRequest {
+		req := &structs.AllocUpdateRequest{Alloc: []*structs.Allocation{a}}
+		req.AuthToken = nodeSecret(s, a.NodeID)
+		return req
+	}
+	must.NoError(t, s.RPC("Node.UpdateAlloc", update(running), &reply))
 	a, err := s.State().AllocByID(nil, first.ID)
 	must.NoError(t, err)
 	must.Eq(t, structs.AllocClientStatusRunning, a.ClientStatus)
 	must.Eq(t, structs.TaskStateRunning, a.TaskStates["web"].State)
 
-	failed := &structs.Allocation{ID: first.ID, ClientStatus: structs.AllocClientStatusFailed, ClientDescription: "exit 1"}
-	must.NoError(t, s.RPC("Node.UpdateAlloc", &structs.AllocUpdateRequest{Alloc: []*structs.Allocation{failed}}, &reply))
+	failed := &structs.Allocation{ID: first.ID, NodeID: first.NodeID, ClientStatus: structs.AllocClientStatusFailed, ClientDescription: "exit 1"}
+	must.NoError(t, s.RPC("Node.UpdateAlloc", update(failed), &reply))
 	var next *structs.Allocation
 	testutil.WaitForResult(t, func() (bool, error) {
 		for _, a := range live(t, s, "web") {
@@ -493,8 +505,8 @@ func TestNode_UpdateAllocFailedIsRescheduled(t *testing.T) {
 	must.SliceLen(t, 1, next.RescheduleTracker.Events)
 
 	// The attempt is used up: the next failure is not rescheduled.
-	failed.ID = next.ID
-	must.NoError(t, s.RPC("Node.UpdateAlloc", &structs.AllocUpdateRequest{Alloc: []*structs.Allocation{failed}}, &reply))
+	failed.ID, failed.NodeID = next.ID, next.NodeID
+	must.NoError(t, s.RPC("Node.UpdateAlloc", update(failed), &reply))
 	evals, err := s.State().EvalsByJob(nil, structs.DefaultNamespace, "web")
 	must.NoError(t, err)
 	for _, e := range evals {

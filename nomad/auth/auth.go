@@ -246,9 +246,10 @@ func (c *Check) rule(args any) error {
 	case Management:
 		return allow(a.IsManagement(), "management rights")
 	case NodeOnly:
-		if c.ID.Node == nil && c.ID.ACLsOff {
-			return nil
-		}
+		// Node identity holds with ACLs off too: a node's RPCs (its
+		// status, its allocs, its claims) move volumes, and one forged
+		// Unpublish freed a live single-writer claim. Only a node's own
+		// secret may make them.
 		if c.ID.Node == nil {
 			return structs.NewError(structs.CodePermissionDenied, "Permission denied: %s needs the calling node's secret", c.Endpoint.Method)
 		}
