@@ -27,8 +27,8 @@ func testNode(i int) *structs.Node {
 func registerNode(t *testing.T, s *cluster.Server, i int) uint64 {
 	t.Helper()
 	var reply structs.NodeUpdateResponse
-	err := s.RPC("Node.Register", &structs.NodeRegisterRequest{Node: testNode(i)}, &reply)
-	must.NoError(t, err)
+	// A loaded machine can lose the leader mid-test; a client retries.
+	rpcWhileNoLeader(t, s, "Node.Register", &structs.NodeRegisterRequest{Node: testNode(i)}, &reply)
 	must.Positive(t, reply.Index)
 	return reply.Index
 }
