@@ -35,22 +35,27 @@ type Config struct {
 }
 
 // DefaultConfig reads BERTH_ADDR (default http://127.0.0.1:4646),
-// BERTH_TOKEN (NOMAD_TOKEN when unset, so Nomad habits carry over),
-// BERTH_NAMESPACE, and for HTTPS BERTH_CACERT, BERTH_CLIENT_CERT,
-// BERTH_CLIENT_KEY, BERTH_TLS_SERVER_NAME and BERTH_SKIP_VERIFY (each
-// NOMAD_* when unset).
+// BERTH_TOKEN, BERTH_NAMESPACE, and for HTTPS BERTH_CACERT,
+// BERTH_CLIENT_CERT, BERTH_CLIENT_KEY, BERTH_TLS_SERVER_NAME and
+// BERTH_SKIP_VERIFY; each falls back to its NOMAD_* twin when unset, so
+// an environment set up for Nomad's CLI works unchanged.
 func DefaultConfig() *Config {
 	c := &Config{Address: "http://127.0.0.1:4646"}
-	if a := os.Getenv("BERTH_ADDR"); a != "" {
+	if a := Getenv("ADDR"); a != "" {
 		c.Address = a
 	}
-	c.Token = os.Getenv("BERTH_TOKEN")
-	if c.Token == "" {
-		c.Token = os.Getenv("NOMAD_TOKEN")
-	}
-	c.Namespace = os.Getenv("BERTH_NAMESPACE")
+	c.Token = Getenv("TOKEN")
+	c.Namespace = Getenv("NAMESPACE")
 	c.TLSConfig = envTLS()
 	return c
+}
+
+// Getenv reads BERTH_<name>, or NOMAD_<name> when that is unset or empty.
+func Getenv(name string) string {
+	if v := os.Getenv("BERTH_" + name); v != "" {
+		return v
+	}
+	return os.Getenv("NOMAD_" + name)
 }
 
 // Client is an HTTP API client.

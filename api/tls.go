@@ -28,12 +28,7 @@ type TLSConfig struct {
 // BERTH_TLS_SERVER_NAME and BERTH_SKIP_VERIFY, each falling back to its
 // NOMAD_ name. It returns nil when none is set.
 func envTLS() *TLSConfig {
-	get := func(name string) string {
-		if v := os.Getenv("BERTH_" + name); v != "" {
-			return v
-		}
-		return os.Getenv("NOMAD_" + name)
-	}
+	get := Getenv
 	t := &TLSConfig{
 		CACert:        get("CACERT"),
 		ClientCert:    get("CLIENT_CERT"),

@@ -89,7 +89,7 @@ func (c *AgentCommand) Run(args []string) int {
 	fs.StringVar(&dataDir, "data-dir", "", "")
 	fs.StringVar(&bind, "bind", "", "")
 	fs.StringVar(&logLevel, "log-level", "", "")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		c.ui.Error("Error parsing flags: %v\nRun 'berth agent -help' for usage.", err)
 		return 1
 	}

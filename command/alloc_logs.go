@@ -89,7 +89,7 @@ func (c *AllocLogsCommand) Run(args []string) int {
 	fs.StringVar(&task, "task", "", "")
 	fs.Int64Var(&lines, "n", -1, "")
 	fs.Int64Var(&numBytes, "c", -1, "")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
 	}
 	args = fs.Args()

@@ -33,7 +33,7 @@ const maxRecentEvents = 10
 
 func (c *AllocStatusCommand) Run(args []string) int {
 	fs := c.flagSet("alloc status", true)
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
 	}
 	if fs.NArg() != 1 {

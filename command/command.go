@@ -75,21 +75,113 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		}
 		rest := args[n:]
 		cmd := f(ui)
-		if len(rest) > 0 && (rest[0] == "-h" || rest[0] == "-help" || rest[0] == "--help") {
+		if wantsHelp(rest) {
 			ui.Output("%s", strings.TrimSpace(cmd.Help()))
 			return 0
 		}
 		return cmd.Run(rest)
 	}
-	// A group name such as "volume" with no subcommand lists its subcommands.
-	if sub := usage(args[0]); sub != "" && !strings.HasPrefix(args[0], "-") {
-		if hasGroup(args[0]) {
-			ui.Error("%s", sub)
-			return 1
+	// The longest prefix of args that is a group ("volume snapshot").
+	group := ""
+	n := 0
+	for i := len(args); i > 0; i-- {
+		if g := strings.Join(args[:i], " "); hasGroup(g) {
+			group, n = g, i
+			break
 		}
 	}
-	ui.Error("Unknown command %q. Run 'berth -help' for the list of commands.", strings.Join(args, " "))
+	if group != "" {
+		rest := args[n:]
+		switch {
+		case wantsHelp(rest):
+			ui.Output("%s", usage(group))
+			return 0
+		case len(rest) == 0 || strings.HasPrefix(rest[0], "-"):
+			ui.Error("%s", usage(group))
+			return 1
+		}
+		ui.Error("Unknown subcommand %q of %q.%s Run 'berth %s -help' for its subcommands.",
+			rest[0], group, suggest(rest[0], nextWords(group)), group)
+		return 1
+	}
+	ui.Error("Unknown command %q.%s Run 'berth -help' for the list of commands.", args[0], suggest(args[0], nextWords("")))
 	return 1
+}
+
+// wantsHelp reports whether args ask for help: -h, -help or --help
+// anywhere before a "--".
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help":
+			return true
+		}
+	}
+	return false
+}
+
+// nextWords are the words that may follow prefix ("" for the first word).
+func nextWords(prefix string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for name := range registry {
+		rest := name
+		if prefix != "" {
+			var ok bool
+			if rest, ok = strings.CutPrefix(name, prefix+" "); !ok {
+				continue
+			}
+		}
+		w, _, _ := strings.Cut(rest, " ")
+		if !seen[w] {
+			seen[w] = true
+			out = append(out, w)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// suggest is ` Did you mean "x"?` for the candidate closest to word (at
+// most two edits away, or one it starts), or "" when none is close.
+func suggest(word string, candidates []string) string {
+	best, bestD := "", 3
+	for _, c := range candidates {
+		d := editDistance(word, c)
+		if len(word) >= 2 && strings.HasPrefix(c, word) {
+			d = min(d, 1)
+		}
+		if d < bestD {
+			best, bestD = c, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" Did you mean %q?", best)
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 func hasGroup(prefix string) bool {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/x509"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -359,7 +360,7 @@ func (m *Meta) apiErr(doing string, err error) string {
 		if addr == "" {
 			addr = api.DefaultConfig().Address
 		}
-		msg += fmt.Sprintf("\nIs a Berth agent running at %s? Point the CLI at one with -address or BERTH_ADDR.", addr)
+		msg += fmt.Sprintf("\nIs a Berth agent running at %s? Point the CLI at one with -address or BERTH_ADDR (NOMAD_ADDR).", addr)
 	}
 	if hint := tlsHint(err); hint != "" {
 		msg += "\n" + hint
@@ -524,4 +525,33 @@ func nextIndex(ctx context.Context, prev uint64, qm *api.QueryMeta) uint64 {
 		return 0
 	}
 	return qm.LastIndex
+}
+
+// parseArgs parses args with fs, taking flags wherever they stand: before,
+// between or after the positional arguments (`volume status vol-1
+// -verbose`), as operators type them. What follows "--" is positional
+// even if it looks like a flag. fs.Args() then holds the positional
+// arguments in order.
+func parseArgs(fs *flag.FlagSet, args []string) error {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		rest := fs.Args()
+		// flag stops at "--" (consumed) or at the first positional.
+		consumed := len(args) - len(rest)
+		if consumed > 0 && args[consumed-1] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		if len(rest) == 0 {
+			break
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+	// Parse once more so fs.Args() is the positionals: "--" ends flag
+	// parsing at once and is dropped.
+	return fs.Parse(append([]string{"--"}, pos...))
 }

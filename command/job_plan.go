@@ -39,7 +39,7 @@ Plan Options:
 func (c *JobPlanCommand) Run(args []string) int {
 	fs := c.flagSet("job plan", false)
 	fs.BoolVar(&c.json, "json", false, "")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		c.ui.Error("Error parsing flags: %v", err)
 		return 255
 	}

@@ -69,7 +69,7 @@ func (c *JobRunCommand) Run(args []string) int {
 	fs.BoolVar(&output, "output", false, "")
 	fs.BoolVar(&c.verbose, "verbose", false, "")
 	fs.DurationVar(&timeout, "timeout", 5*time.Minute, "")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
 	}
 	if fs.NArg() != 1 {

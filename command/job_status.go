@@ -43,7 +43,7 @@ func (c *JobStatusCommand) Run(args []string) int {
 	fs := c.flagSet("job status", true)
 	var allAllocs bool
 	fs.BoolVar(&allAllocs, "all-allocs", false, "")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
 	}
 	if fs.NArg() > 1 {

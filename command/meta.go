@@ -120,13 +120,13 @@ General Options:
 
   -address=<addr>
     The agent's HTTP address: http://host:port or unix:///path.
-    Defaults to BERTH_ADDR, else http://127.0.0.1:4646.
+    Defaults to BERTH_ADDR (NOMAD_ADDR), else http://127.0.0.1:4646.
 
   -token=<secret>
     ACL token; defaults to BERTH_TOKEN, else NOMAD_TOKEN.
 
   -namespace=<ns>
-    Namespace; defaults to BERTH_NAMESPACE, else "default".
+    Namespace; defaults to BERTH_NAMESPACE (NOMAD_NAMESPACE), else "default".
 
   -ca-cert=<path>
     CA certificate to verify the agent's HTTPS certificate with; defaults

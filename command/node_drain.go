@@ -86,7 +86,7 @@ func (c *NodeDrainCommand) Run(args []string) int {
 	fs.BoolVar(&detach, "detach", false, "")
 	fs.BoolVar(&yes, "yes", false, "")
 	fs.BoolVar(&c.verbose, "verbose", false, "")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
 	}
 	if enable == disable {

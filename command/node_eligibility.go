@@ -35,7 +35,7 @@ func (c *NodeEligibilityCommand) Run(args []string) int {
 	var enable, disable bool
 	fs.BoolVar(&enable, "enable", false, "")
 	fs.BoolVar(&disable, "disable", false, "")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
 	}
 	if enable == disable {

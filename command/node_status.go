@@ -31,7 +31,7 @@ func (c *NodeStatusCommand) Help() string {
 
 func (c *NodeStatusCommand) Run(args []string) int {
 	fs := c.flagSet("node status", true)
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
 	}
 	if fs.NArg() > 1 {

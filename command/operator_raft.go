@@ -20,7 +20,7 @@ func (c *OperatorRaftListPeers) Help() string {
 
 func (c *OperatorRaftListPeers) Run(args []string) int {
 	fs := c.flagSet("operator raft list-peers", true)
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		c.ui.Error("Error parsing flags: %v", err)
 		return 1
 	}
@@ -74,7 +74,7 @@ func (c *OperatorRaftAddPeer) Run(args []string) int {
 	fs := c.flagSet("operator raft add-peer", false)
 	addr := fs.String("peer-address", "", "")
 	id := fs.String("peer-id", "", "")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		c.ui.Error("Error parsing flags: %v", err)
 		return 1
 	}
@@ -110,7 +110,7 @@ func (c *OperatorRaftRemovePeer) Run(args []string) int {
 	fs := c.flagSet("operator raft remove-peer", false)
 	addr := fs.String("peer-address", "", "")
 	id := fs.String("peer-id", "", "")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		c.ui.Error("Error parsing flags: %v", err)
 		return 1
 	}

@@ -113,7 +113,7 @@ func (c *pluginHostpathCommand) parse(args []string) (hostpath.Config, hclog.Lev
 	fs.BoolVar(&cfg.Topology, "topology", false, "")
 	fs.BoolVar(&cfg.StaticVolumes, "static-volumes", false, "")
 	fs.StringVar(&logLevel, "log-level", "info", "")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			c.ui.Output("%s", strings.TrimSpace(c.Help()))
 		}

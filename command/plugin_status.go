@@ -36,7 +36,7 @@ Status Options:
 func (c *PluginStatusCommand) Run(args []string) int {
 	fs := c.flagSet("plugin status", true)
 	typ := fs.String("type", api.CSIVolumeTypeCSI, "")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
 	}
 	if *typ != api.CSIVolumeTypeCSI {

@@ -20,7 +20,7 @@ func (c *SystemGCCommand) Help() string {
 
 func (c *SystemGCCommand) Run(args []string) int {
 	fs := c.flagSet("system gc", false)
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
 	}
 	if fs.NArg() != 0 {

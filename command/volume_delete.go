@@ -47,7 +47,7 @@ func (c *VolumeDeleteCommand) Run(args []string) int {
 	secrets := kvFlag{}
 	fs.Var(secrets, "secret", "")
 	yes := fs.Bool("yes", false, "")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
 	}
 	if fs.NArg() != 1 {

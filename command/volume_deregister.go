@@ -34,7 +34,7 @@ Deregister Options:
 func (c *VolumeDeregisterCommand) Run(args []string) int {
 	fs := c.flagSet("volume deregister", false)
 	force := fs.Bool("force", false, "")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
 	}
 	if fs.NArg() != 1 {

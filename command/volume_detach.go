@@ -54,7 +54,7 @@ func (c *VolumeDetachCommand) Run(args []string) int {
 	fs := c.flagSet("volume detach", false)
 	force := fs.Bool("force", false, "")
 	timeout := fs.Duration("timeout", 2*time.Minute, "")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
 	}
 	if fs.NArg() != 2 {

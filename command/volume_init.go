@@ -38,7 +38,7 @@ func (c *VolumeInitCommand) Run(args []string) int {
 	flags := flag.NewFlagSet("volume init", flag.ContinueOnError)
 	flags.SetOutput(io.Discard)
 	asJSON := flags.Bool("json", false, "")
-	if err := flags.Parse(args); err != nil {
+	if err := parseArgs(flags, args); err != nil {
 		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
 	}
 	if flags.NArg() > 1 {

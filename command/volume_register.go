@@ -55,7 +55,7 @@ func (c *VolumeRegisterCommand) Run(args []string) int {
 // and makes the client. A nonzero code is the exit code of a failure it
 // has reported.
 func (m *Meta) volumeSpecArgs(fs *flag.FlagSet, help string, args []string, stdin io.Reader) (vol *api.CSIVolume, client *api.Client, code int) {
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return nil, nil, flagErr(m.ui, help, "Error parsing flags: %v", err)
 	}
 	if fs.NArg() != 1 {

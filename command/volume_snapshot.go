@@ -44,7 +44,7 @@ func (c *VolumeSnapshotCreateCommand) Run(args []string) int {
 	secrets, params := kvFlag{}, kvFlag{}
 	fs.Var(secrets, "secret", "")
 	fs.Var(params, "parameter", "")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
 	}
 	if fs.NArg() < 1 || fs.NArg() > 2 {
@@ -106,7 +106,7 @@ func (c *VolumeSnapshotListCommand) Run(args []string) int {
 	plugin := fs.String("plugin", "", "")
 	perPage := fs.Int("per-page", 0, "")
 	token := fs.String("page-token", "", "")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
 	}
 	if *plugin == "" || fs.NArg() != 0 {
@@ -159,7 +159,7 @@ func (c *VolumeSnapshotDeleteCommand) Run(args []string) int {
 	fs := c.flagSet("volume snapshot delete", false)
 	secrets := kvFlag{}
 	fs.Var(secrets, "secret", "")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
 	}
 	if fs.NArg() != 2 {

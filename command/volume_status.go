@@ -50,7 +50,7 @@ func (c *VolumeStatusCommand) Run(args []string) int {
 	fs.StringVar(&typ, "type", api.CSIVolumeTypeCSI, "")
 	fs.StringVar(&pluginID, "plugin-id", "", "")
 	fs.StringVar(&node, "node", "", "")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
 	}
 	if typ != api.CSIVolumeTypeCSI {
