@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -117,4 +118,64 @@ func TestVolumeListRendersInBrowser(t *testing.T) {
 	must.NoError(t, err)
 	must.Eq(t, 1000, rows)
 	must.Eq(t, "/ui/volume/vol-0042", href)
+}
+
+// TestTokenInBrowser: without a token the page shows the API's refusal
+// and no data; a token entered once is kept for the tab (it survives a
+// reload) and sent as X-Nomad-Token; Forget drops it and what it showed.
+func TestTokenInBrowser(t *testing.T) {
+	const secret = "5f0c6c1e-0e1a-4d7b-9d55-token-ui"
+	var sawToken atomic.Bool
+	mux := http.NewServeMux()
+	mux.Handle(Prefix, Handler())
+	mux.HandleFunc("/v1/volumes", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Nomad-Token") != secret {
+			http.Error(w, "Permission denied: token lacks csi-list-volume in namespace default", http.StatusForbidden)
+			return
+		}
+		sawToken.Store(true)
+		if r.URL.Query().Get("index") != "" {
+			<-r.Context().Done()
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Nomad-Index", "3")
+		w.Write([]byte(`[{"ID":"secret-vol","Name":"s","PluginID":"p","NodesHealthy":1,"NodesExpected":1}]`))
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	ctx := browser(t)
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+
+	var status string
+	var rows int
+	must.NoError(t, chromedp.Run(ctx,
+		chromedp.Navigate(srv.URL+"/ui/volumes"),
+		chromedp.WaitVisible(`#status.error`, chromedp.ByQuery),
+		chromedp.Text(`#status`, &status, chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelectorAll("tr[data-volume]").length`, &rows)))
+	must.StrContains(t, status, "permission denied")
+	must.StrContains(t, status, "token lacks csi-list-volume")
+	must.Eq(t, 0, rows)
+	must.False(t, sawToken.Load())
+
+	var kept string
+	must.NoError(t, chromedp.Run(ctx,
+		chromedp.SendKeys(`#token`, secret, chromedp.ByQuery),
+		chromedp.Click(`#token-form button[type=submit]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`tr[data-volume="secret-vol"]`, chromedp.ByQuery),
+		chromedp.Reload(),
+		chromedp.WaitVisible(`tr[data-volume="secret-vol"]`, chromedp.ByQuery),
+		chromedp.Evaluate(`sessionStorage.getItem("berth.token")`, &kept),
+		chromedp.Evaluate(`localStorage.length`, &rows)))
+	must.True(t, sawToken.Load())
+	must.Eq(t, secret, kept)
+	must.Eq(t, 0, rows, must.Sprint("the token must not outlive the tab (localStorage)"))
+
+	must.NoError(t, chromedp.Run(ctx,
+		chromedp.Click(`#token-clear`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#status.error`, chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelectorAll("tr[data-volume]").length`, &rows)))
+	must.Eq(t, 0, rows, must.Sprint("Forget left the token's data on screen"))
 }

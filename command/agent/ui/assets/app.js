@@ -84,6 +84,8 @@ async function watch(path, render) {
     } catch (err) {
       if (gen !== generation || err.name === "AbortError") return;
       setStatus(describe(err), true);
+      // What an earlier token could read is not left on screen.
+      if (err.status === 401 || err.status === 403) replace(h("p", {class: "muted"}, "Nothing to show without a token that may read this."));
       await pause(backoff);
       backoff = Math.min(backoff * 2, 10000);
     } finally {
@@ -260,6 +262,7 @@ function restart() {
   generation++;
   for (const c of controllers) c.abort();
   controllers.clear();
+  document.getElementById("content").replaceChildren();
   start();
 }
 
