@@ -54,6 +54,7 @@ func (a *Agent) setupClient() error {
 			NodeClass:  cfg.Client.NodeClass,
 			Meta:       maps.Clone(cfg.Client.Meta),
 			HTTPAddr:   a.clientHTTPAddr(),
+			TLSEnabled: cfg.tlsHTTP(),
 		},
 		RPC: rpc,
 		DriverFactory: func(stateDir string) map[string]drivers.Driver {

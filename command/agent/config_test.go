@@ -115,6 +115,14 @@ func TestParseConfigFile_Examples(t *testing.T) {
 		must.NoError(t, err, must.Sprintf("%s", f))
 		must.NoError(t, DefaultConfig().Merge(c).Validate(), must.Sprintf("%s", f))
 	}
+	// The tls example is a block laid over a server's config.
+	tc, err := ParseConfigFile("../../examples/tls/tls.hcl")
+	must.NoError(t, err)
+	sc, err := ParseConfigFile("../../examples/cluster/server1.hcl")
+	must.NoError(t, err)
+	merged := DefaultConfig().Merge(sc).Merge(tc)
+	must.NoError(t, merged.Validate())
+	must.True(t, merged.tlsRPC() && merged.tlsHTTP())
 	_, err = ParseConfigFile(filepath.Join(t.TempDir(), "missing.hcl"))
 	must.ErrorIs(t, err, os.ErrNotExist)
 }

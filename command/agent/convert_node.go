@@ -16,6 +16,7 @@ func nodeToAPI(n *structs.Node) *api.Node {
 	}
 	out := &api.Node{
 		ID: n.ID, Name: n.Name, Datacenter: n.Datacenter, NodeClass: n.NodeClass, HTTPAddr: n.HTTPAddr,
+		TLSEnabled: n.TLSEnabled,
 		NodePool:   structs.DefaultNodePool,
 		Attributes: maps.Clone(n.Attributes), Meta: maps.Clone(n.Meta),
 		Drivers:               driversToAPI(n.Drivers),

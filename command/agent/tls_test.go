@@ -131,6 +131,7 @@ tls {
 		for raw := it.Next(); raw != nil; raw = it.Next() {
 			n := raw.(*structs.Node)
 			if n.Status == structs.NodeStatusReady && a.Server().NodeSessionOpen(n.ID) {
+				must.True(t, n.TLSEnabled, must.Sprint("the node must say its agent serves HTTPS"))
 				return true, nil
 			}
 		}

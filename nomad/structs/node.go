@@ -28,6 +28,8 @@ type Node struct {
 	Datacenter string
 	NodeClass  string
 	HTTPAddr   string
+	// TLSEnabled: the node's agent serves HTTPS at HTTPAddr (tls.http).
+	TLSEnabled bool
 
 	Attributes map[string]string
 	Meta       map[string]string

@@ -1,6 +1,6 @@
 # Mutual TLS for the example cluster (see README, "TLS"). Layer it over a
 # server's config:
-#   berth agent -config examples/cluster/server1.hcl -config examples/cluster/tls.hcl
+#   berth agent -config examples/cluster/server1.hcl -config examples/tls/tls.hcl
 # The files come from `berth tls ca create` and `berth tls cert create -server`,
 # run in /tmp/berth-pki. A client agent uses global-client-berth*.pem instead.
 tls {
