@@ -337,6 +337,31 @@ type CSIVolume struct {
 	Claims []*CSIVolumeClaim `json:",omitempty"`
 	// PastClaims are recently freed claims, newest last (Berth only).
 	PastClaims []*CSIVolumeClaim `json:",omitempty"`
+	// Stats are the latest usage samples by node ID, from the nodes the
+	// volume is published on (Berth only; node plugins with
+	// GET_VOLUME_STATS).
+	Stats map[string]*CSIVolumeStats `json:",omitempty"`
+}
+
+// CSIVolumeStats is one node's sample of a volume's usage (Berth only).
+// A figure the plugin did not report is -1.
+type CSIVolumeStats struct {
+	NodeID          string
+	UsedBytes       int64
+	AvailableBytes  int64
+	TotalBytes      int64
+	UsedInodes      int64
+	AvailableInodes int64
+	// Condition is set when the node plugin reports volume conditions.
+	Condition *CSIVolumeCondition `json:",omitempty"`
+	// SampledAt is when the node sampled it (unix ns).
+	SampledAt int64
+}
+
+// CSIVolumeCondition is a node plugin's word on a volume's health.
+type CSIVolumeCondition struct {
+	Abnormal bool
+	Message  string
 }
 
 // CSIVolumeClaim is one alloc's claim on a volume and how far it got

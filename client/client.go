@@ -156,6 +156,7 @@ func (c *Client) setupCSI() error {
 	mgr, err := csimanager.New(csimanager.Config{
 		Registry: reg, DB: c.db, Root: root, Logger: cfg.Logger, UpdateNode: c.updateNodeCSI,
 		FingerprintInterval: cfg.CSI.FingerprintInterval, IsMountpoint: cfg.CSI.IsMountpoint, CSIOptions: cfg.CSI.ClientOptions,
+		StatsInterval: cfg.CSI.StatsInterval, ReportStats: c.reportVolumeStats, OnAbnormal: c.volumeAbnormal,
 	})
 	if err != nil {
 		return fmt.Errorf("client: %w", err)
@@ -177,6 +178,23 @@ func (c *Client) setupCSI() error {
 	}
 	cfg.TaskHooks = append(slices.Clone(cfg.TaskHooks), supervisor, volumeMount)
 	return nil
+}
+
+// reportVolumeStats sends one round of volume usage samples to the
+// servers (CSIVolume.ReportStats).
+func (c *Client) reportVolumeStats(ctx context.Context, samples []*structs.CSIVolumeStatsSample) error {
+	req := &structs.CSIVolumeStatsReportRequest{NodeID: c.NodeID(), Samples: samples}
+	var resp structs.GenericResponse
+	return c.rpc(ctx, structs.MethodCSIVolumeReportStats, req, &resp)
+}
+
+// volumeAbnormal records, on every task of the allocs using a volume on
+// this node, that its node plugin reports the volume's condition abnormal.
+func (c *Client) volumeAbnormal(allocIDs []string, namespace, volumeID, message string) {
+	c.logger.Warn("CSI volume condition is abnormal", "namespace", namespace, "volume_id", volumeID, "message", message, "allocs", allocIDs)
+	for _, id := range allocIDs {
+		c.csiEvents.EmitAll(id, allocrunner.VolumeAbnormalEvent(volumeID, message))
+	}
 }
 
 // allocGroup is the task group an alloc runs, or nil when its job lacks it.

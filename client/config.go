@@ -101,6 +101,9 @@ type CSIConfig struct {
 	PluginProbeInterval time.Duration
 	// FingerprintInterval is how often plugins are fingerprinted.
 	FingerprintInterval time.Duration
+	// StatsInterval is how often published volumes' usage is sampled and
+	// reported (default 15s, at most 30s).
+	StatsInterval time.Duration
 	// IsMountpoint replaces the mount point check (tests).
 	IsMountpoint func(path string) (bool, error)
 	// ClientOptions configure the CSI plugin clients (timeouts, retries).

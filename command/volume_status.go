@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/berth-io/berth/api"
 )
@@ -184,6 +185,11 @@ func (c *VolumeStatusCommand) formatVolume(v *api.CSIVolume) string {
 		b.WriteString(table(rows))
 	}
 
+	if len(v.Stats) > 0 {
+		b.WriteString("\n\nUsage\n")
+		b.WriteString(table(statsRows(v.Stats, c.verbose)))
+	}
+
 	b.WriteString("\n\nAllocations\n")
 	if len(v.Allocations) == 0 {
 		b.WriteString("No allocations placed")
@@ -317,4 +323,42 @@ func reasonSuffix(t api.CSIClaimTransition) string {
 		return t.Reason
 	}
 	return " (" + t.Reason + ")"
+}
+
+// statsRows is the per-node usage table, by node ID.
+func statsRows(stats map[string]*api.CSIVolumeStats, verbose bool) [][]string {
+	rows := [][]string{{"Node ID", "Used", "Available", "Total", "Inodes Used", "Inodes Free", "Condition", "Sampled"}}
+	ids := make([]string, 0, len(stats))
+	for id := range stats {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	size := func(n int64) string {
+		switch {
+		case n < 0:
+			return "-"
+		case n == 0:
+			return "0 B"
+		}
+		return humanBytes(n)
+	}
+	count := func(n int64) string {
+		if n < 0 {
+			return "-"
+		}
+		return strconv.FormatInt(n, 10)
+	}
+	for _, id := range ids {
+		st := stats[id]
+		cond := "-"
+		if st.Condition != nil {
+			cond = "healthy"
+			if st.Condition.Abnormal {
+				cond = "abnormal: " + st.Condition.Message
+			}
+		}
+		rows = append(rows, []string{shortID(id, verbose), size(st.UsedBytes), size(st.AvailableBytes), size(st.TotalBytes),
+			count(st.UsedInodes), count(st.AvailableInodes), cond, formatTime(time.Unix(0, st.SampledAt))})
+	}
+	return rows
 }

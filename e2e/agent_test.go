@@ -90,8 +90,9 @@ ports {
 }
 
 client {
-  enabled = true
-  servers = %s
+  enabled            = true
+  servers            = %s
+  csi_stats_interval = "1s"
 }
 
 plugin "raw_exec" {}

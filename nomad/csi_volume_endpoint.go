@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-memdb"
@@ -376,6 +377,7 @@ func (v *CSIVolumeEndpoint) Get(args *structs.CSIVolumeGetRequest, reply *struct
 		reply.Volume = nil
 		if vol != nil {
 			reply.Volume = vol.Sanitize()
+			reply.Volume.Stats = v.srv.volumeStats.get(vol.Namespace, vol.ID, time.Now())
 			return vol.ModifyIndex, nil
 		}
 		return snap.Index(state.TableCSIVolumes)
@@ -427,4 +429,129 @@ func (v *CSIVolumeEndpoint) List(args *structs.CSIVolumeListRequest, reply *stru
 		reply.Volumes, reply.NextToken = p.Items, p.NextToken
 		return snap.Index(state.TableCSIVolumes)
 	})
+}
+
+// volumeStatsTTL is how long a node's sample is shown after it arrived: a
+// node that stops reporting (down, or its plugin gone) drops out of the
+// volume's stats after a few missed intervals instead of showing old
+// figures as current.
+const volumeStatsTTL = 3 * structs.MaxCSIStatsInterval
+
+type volumeKey struct{ ns, id string }
+
+// volumeStatsStore keeps the latest usage sample of each (volume, node) in
+// the leader's memory. Samples are not written to Raft: at one report per
+// node every 15 s they would be most of the log, bump every volume's
+// index (waking every blocking query on volumes) for figures that are
+// stale in 15 s anyway. A new leader starts empty and is filled by the
+// next round of reports (clients send theirs to whichever server is
+// leader). The zero value is ready to use.
+type volumeStatsStore struct {
+	lock sync.Mutex
+	// byVolume holds the samples by volume, then node ID.
+	byVolume map[volumeKey]map[string]*structs.CSIVolumeStats
+	// byNode holds, per node, the volumes of its last report and when it
+	// arrived.
+	byNode map[string]nodeStatsReport
+}
+
+type nodeStatsReport struct {
+	at      time.Time
+	volumes []volumeKey
+}
+
+// replace makes samples the node's current report.
+func (s *volumeStatsStore) replace(nodeID string, samples []*structs.CSIVolumeStatsSample, now time.Time) {
+	s.lock.Lock()
+	defer s.lock.Unlock()
+	if s.byVolume == nil {
+		s.byVolume = map[volumeKey]map[string]*structs.CSIVolumeStats{}
+		s.byNode = map[string]nodeStatsReport{}
+	}
+	s.dropNodeLocked(nodeID)
+	// Forget nodes that stopped reporting, so memory follows the cluster.
+	for id, r := range s.byNode {
+		if now.Sub(r.at) > volumeStatsTTL {
+			s.dropNodeLocked(id)
+		}
+	}
+	rep := nodeStatsReport{at: now, volumes: make([]volumeKey, 0, len(samples))}
+	for _, sm := range samples {
+		k := volumeKey{sm.Namespace, sm.VolumeID}
+		m := s.byVolume[k]
+		if m == nil {
+			m = map[string]*structs.CSIVolumeStats{}
+			s.byVolume[k] = m
+		}
+		st := sm.Stats.Copy()
+		st.NodeID = nodeID
+		m[nodeID] = st
+		rep.volumes = append(rep.volumes, k)
+	}
+	s.byNode[nodeID] = rep
+}
+
+func (s *volumeStatsStore) dropNodeLocked(nodeID string) {
+	for _, k := range s.byNode[nodeID].volumes {
+		delete(s.byVolume[k], nodeID)
+		if len(s.byVolume[k]) == 0 {
+			delete(s.byVolume, k)
+		}
+	}
+	delete(s.byNode, nodeID)
+}
+
+// get returns copies of a volume's current samples by node ID, or nil.
+func (s *volumeStatsStore) get(ns, id string, now time.Time) map[string]*structs.CSIVolumeStats {
+	s.lock.Lock()
+	defer s.lock.Unlock()
+	var out map[string]*structs.CSIVolumeStats
+	for nodeID, st := range s.byVolume[volumeKey{ns, id}] {
+		if now.Sub(s.byNode[nodeID].at) > volumeStatsTTL {
+			continue
+		}
+		if out == nil {
+			out = map[string]*structs.CSIVolumeStats{}
+		}
+		out[nodeID] = st.Copy()
+	}
+	return out
+}
+
+// ReportStats takes a client's report of the usage of every CSI volume
+// published on its node (structs.CSIVolumeStatsReportRequest) and keeps
+// it in the leader's memory, replacing the node's previous report;
+// CSIVolume.Get adds the samples to the volume as Stats. Nothing is
+// written to Raft (see volumeStatsStore).
+func (v *CSIVolumeEndpoint) ReportStats(args *structs.CSIVolumeStatsReportRequest, reply *structs.GenericResponse) (err error) {
+	defer wire(&err)
+	defer measureRPC("CSIVolume.ReportStats", time.Now())
+	if done, err := v.srv.forward("CSIVolume.ReportStats", args, args, reply); done {
+		return err
+	}
+	if args.NodeID == "" {
+		return structs.NewError(structs.CodeInvalid, "volume stats report: missing node ID")
+	}
+	if len(args.Samples) > structs.MaxCSIStatsSamples {
+		return structs.NewError(structs.CodeInvalid, "volume stats report from node %s: %d samples, over the limit of %d",
+			args.NodeID, len(args.Samples), structs.MaxCSIStatsSamples)
+	}
+	for i, sm := range args.Samples {
+		if sm == nil || sm.Stats == nil || sm.VolumeID == "" || sm.Namespace == "" {
+			return structs.NewError(structs.CodeInvalid, "volume stats report from node %s: sample %d lacks a namespace, volume ID or stats", args.NodeID, i)
+		}
+		if c := sm.Stats.Condition; c != nil && len(c.Message) > structs.MaxCSIConditionMessage {
+			c.Message = c.Message[:structs.MaxCSIConditionMessage] + "…"
+		}
+	}
+	node, err := v.srv.State().NodeByID(nil, args.NodeID)
+	if err != nil {
+		return err
+	}
+	if node == nil {
+		return structs.NewError(structs.CodeNotFound, "volume stats report: node %s is not registered", args.NodeID)
+	}
+	v.srv.volumeStats.replace(args.NodeID, args.Samples, time.Now())
+	reply.Index = v.srv.latestIndex()
+	return nil
 }

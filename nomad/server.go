@@ -71,6 +71,9 @@ type Server struct {
 	sessions nodeSessions
 	// csiControllers calls CSI controller plugins through node sessions.
 	csiControllers *csiControllers
+	// volumeStats holds the clients' latest volume usage samples (see
+	// CSIVolume.ReportStats); only the leader's are read.
+	volumeStats volumeStatsStore
 
 	// resolver turns request secrets into identities; audit records
 	// writes (see acl_endpoint.go).

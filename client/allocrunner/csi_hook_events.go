@@ -1,7 +1,10 @@
 package allocrunner
 
 import (
+	"fmt"
+	"maps"
 	"sync"
+	"time"
 
 	"github.com/berth-io/berth/client/allocrunner/taskrunner"
 	"github.com/berth-io/berth/nomad/structs"
@@ -27,6 +30,9 @@ const (
 	// csiStepReleased: the node side is undone (NodeUnpublish, and
 	// NodeUnstage for the last user, succeeded) and the servers were told.
 	csiStepReleased = "released"
+	// csiStepAbnormal: the node plugin says the volume's condition is
+	// abnormal (its message is in the event).
+	csiStepAbnormal = "abnormal"
 )
 
 // CSIEvents lets the csi_hook, an alloc hook without tasks of its own,
@@ -80,5 +86,33 @@ func (e *CSIEvents) emit(allocID, task string, ev *structs.TaskEvent) {
 	e.lock.Unlock()
 	if lc != nil {
 		lc.EmitEvent(ev)
+	}
+}
+
+// EmitAll records ev on every registered task of an alloc.
+func (e *CSIEvents) EmitAll(allocID string, ev *structs.TaskEvent) {
+	if e == nil {
+		return
+	}
+	e.lock.Lock()
+	lcs := make([]taskrunner.Lifecycle, 0, len(e.tasks[allocID]))
+	for _, lc := range e.tasks[allocID] {
+		lcs = append(lcs, lc)
+	}
+	e.lock.Unlock()
+	for _, lc := range lcs {
+		cp := *ev
+		cp.Details = maps.Clone(ev.Details)
+		lc.EmitEvent(&cp)
+	}
+}
+
+// VolumeAbnormalEvent is the task event for a volume whose node plugin
+// reports its condition abnormal (NodeGetVolumeStats, VOLUME_CONDITION).
+func VolumeAbnormalEvent(volumeID, message string) *structs.TaskEvent {
+	text := fmt.Sprintf("CSI volume %q is abnormal: %s", volumeID, message)
+	return &structs.TaskEvent{
+		Type: EventCSIVolume, Time: time.Now().UnixNano(), Message: text, DisplayMessage: text,
+		Details: map[string]string{"volume": volumeID, "step": csiStepAbnormal, "message": message},
 	}
 }

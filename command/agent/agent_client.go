@@ -74,6 +74,9 @@ func (a *Agent) setupClient() error {
 		DevMode: cfg.DevMode,
 	}
 	cc.DisconnectDeadline = cfg.Client.DisconnectDeadlineOrDefault()
+	if cfg.Client.CSIStatsInterval != nil {
+		cc.CSI.StatsInterval = *cfg.Client.CSIStatsInterval
+	}
 	if ip := net.ParseIP(cfg.BindAddr); ip != nil && !ip.IsUnspecified() {
 		cc.NetworkIP = ip.String()
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 
+	"github.com/berth-io/berth/nomad/structs"
 	"github.com/berth-io/berth/plugins/drivers"
 )
 
@@ -120,6 +121,12 @@ type ClientConfig struct {
 	// DisconnectDeadlineHCL is disconnect_deadline as written; ParseConfig
 	// reads it into DisconnectDeadline.
 	DisconnectDeadlineHCL hcl.Expression `hcl:"disconnect_deadline,optional"`
+
+	// CSIStatsInterval is `csi_stats_interval = "15s"`: how often the
+	// client samples the usage of the CSI volumes published on it and
+	// reports it to the servers; at most 30s. Nil takes the default (15s).
+	CSIStatsInterval    *time.Duration
+	CSIStatsIntervalHCL hcl.Expression `hcl:"csi_stats_interval,optional"`
 }
 
 // DefaultDisconnectDeadline is the client's disconnect deadline unless
@@ -155,6 +162,19 @@ func (c *ClientConfig) decodeDurations() hcl.Diagnostics {
 	d, diags := durationAttr("disconnect_deadline", c.DisconnectDeadlineHCL)
 	if d != nil {
 		c.DisconnectDeadline = d
+	}
+	si, sdiags := durationAttr("csi_stats_interval", c.CSIStatsIntervalHCL)
+	diags = append(diags, sdiags...)
+	if si != nil {
+		if *si <= 0 || *si > structs.MaxCSIStatsInterval {
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError, Summary: "Invalid csi_stats_interval",
+				Detail:  fmt.Sprintf("csi_stats_interval is %s; write a duration above 0 and at most %s, e.g. \"15s\"", *si, structs.MaxCSIStatsInterval),
+				Subject: c.CSIStatsIntervalHCL.Range().Ptr(),
+			})
+		} else {
+			c.CSIStatsInterval = si
+		}
 	}
 	return diags
 }
@@ -374,6 +394,9 @@ func (c *Config) Merge(o *Config) *Config {
 		}
 		if o.Client.DisconnectDeadline != nil {
 			cl.DisconnectDeadline = o.Client.DisconnectDeadline
+		}
+		if o.Client.CSIStatsInterval != nil {
+			cl.CSIStatsInterval = o.Client.CSIStatsInterval
 		}
 		out.Client = &cl
 	}

@@ -167,6 +167,22 @@ func TestParseConfig_DisconnectDeadline(t *testing.T) {
 	}
 }
 
+func TestParseConfig_CSIStatsInterval(t *testing.T) {
+	c, err := ParseConfig("agent.hcl", []byte("client {\n  csi_stats_interval = \"5s\"\n}\n"))
+	must.NoError(t, err)
+	merged := DefaultConfig().Merge(c)
+	must.NotNil(t, merged.Client.CSIStatsInterval)
+	must.Eq(t, 5*time.Second, *merged.Client.CSIStatsInterval)
+	must.Nil(t, DefaultConfig().Client.CSIStatsInterval, must.Sprint("unset takes the client's default"))
+
+	for _, bad := range []string{`"31s"`, `"0s"`} {
+		_, err := ParseConfig("agent.hcl", []byte("client {\n  csi_stats_interval = "+bad+"\n}\n"))
+		must.Error(t, err)
+		must.StrContains(t, err.Error(), "agent.hcl:2")
+		must.StrContains(t, err.Error(), "at most 30s")
+	}
+}
+
 // TestAgent_ClientPromisesDisconnectDeadline: the agent's client puts the
 // deadline into the node it registers.
 func TestAgent_ClientPromisesDisconnectDeadline(t *testing.T) {

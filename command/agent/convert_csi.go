@@ -162,6 +162,22 @@ func volumeToAPI(v *structs.CSIVolume, h pluginHealth, allocs map[string]*struct
 	for _, c := range v.PastClaims {
 		out.PastClaims = append(out.PastClaims, claimToAPI(c))
 	}
+	for nodeID, st := range v.Stats {
+		if st == nil {
+			continue
+		}
+		if out.Stats == nil {
+			out.Stats = map[string]*api.CSIVolumeStats{}
+		}
+		as := &api.CSIVolumeStats{
+			NodeID: nodeID, UsedBytes: st.UsedBytes, AvailableBytes: st.AvailableBytes, TotalBytes: st.TotalBytes,
+			UsedInodes: st.UsedInodes, AvailableInodes: st.AvailableInodes, SampledAt: st.SampledAt,
+		}
+		if st.Condition != nil {
+			as.Condition = &api.CSIVolumeCondition{Abnormal: st.Condition.Abnormal, Message: st.Condition.Message}
+		}
+		out.Stats[nodeID] = as
+	}
 	return out
 }
 

@@ -293,6 +293,8 @@ func requestNodeIDs(args any) []string {
 		return []string{r.NodeID}
 	case *structs.CSIVolumeClaimProgressRequest:
 		return []string{r.NodeID}
+	case *structs.CSIVolumeStatsReportRequest:
+		return []string{r.NodeID}
 	case *structs.AllocUpdateRequest:
 		out := make([]string, 0, len(r.Alloc))
 		for _, a := range r.Alloc {

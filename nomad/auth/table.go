@@ -145,6 +145,7 @@ var table = []Endpoint{
 	nodeWrite(structs.MethodCSIVolumeClaim),
 	nodeWrite(structs.MethodCSIVolumeUnpublish),
 	nodeWrite(structs.MethodCSIVolumeReportProgress),
+	nodeWrite(structs.MethodCSIVolumeReportStats),
 	write(structs.MethodCSIVolumeCreateSnapshot, ns(acl.CapCSIWriteVolume)),
 	write(structs.MethodCSIVolumeDeleteSnapshot, ns(acl.CapCSIWriteVolume)),
 	read(structs.MethodCSIVolumeListSnapshots, ns(acl.CapCSIListVolume)),

@@ -68,6 +68,12 @@ type CSIVolume struct {
 	// MaxPastClaims long, so operators can see how a claim ended.
 	PastClaims []*CSIVolumeClaim
 
+	// Stats are the latest usage samples of the volume, by node ID, from
+	// the nodes it is published on. They are never written to Raft: the
+	// leader keeps them in memory (CSIVolume.ReportStats) and adds them to
+	// the volumes it reads out.
+	Stats map[string]*CSIVolumeStats
+
 	CreateIndex uint64
 	ModifyIndex uint64
 	CreateTime  int64
@@ -109,6 +115,12 @@ func (v *CSIVolume) Copy() *CSIVolume {
 		out.Claims = make(map[string]*CSIVolumeClaim, len(v.Claims))
 		for k, c := range v.Claims {
 			out.Claims[k] = c.Copy()
+		}
+	}
+	if v.Stats != nil {
+		out.Stats = make(map[string]*CSIVolumeStats, len(v.Stats))
+		for k, st := range v.Stats {
+			out.Stats[k] = st.Copy()
 		}
 	}
 	if v.PastClaims != nil {

@@ -46,6 +46,7 @@ const (
 	MethodCSIVolumeUnpublish      = "CSIVolume.Unpublish"
 	MethodCSIVolumeDetach         = "CSIVolume.Detach"
 	MethodCSIVolumeReportProgress = "CSIVolume.ReportProgress"
+	MethodCSIVolumeReportStats    = "CSIVolume.ReportStats"
 	MethodCSIVolumeCreateSnapshot = "CSIVolume.CreateSnapshot"
 	MethodCSIVolumeDeleteSnapshot = "CSIVolume.DeleteSnapshot"
 	MethodCSIVolumeListSnapshots  = "CSIVolume.ListSnapshots"

@@ -116,7 +116,7 @@ func (i *instance) publish(info *structs.CSIInfo, r *probeResult) {
 			i.vm = &volumeManager{
 				pluginID: i.plugin.Name, externalNodeID: r.NodeInfo.ID,
 				client: i.client, paths: i.paths, usage: usageStore{db: i.m.cfg.DB}, locks: &i.m.locks,
-				isMountpoint: i.m.cfg.IsMountpoint, logger: i.logger,
+				isMountpoint: i.m.cfg.IsMountpoint, logger: i.logger, published: &i.m.published,
 			}
 			ready = true
 		}

@@ -84,6 +84,17 @@ type Config struct {
 	IsMountpoint func(path string) (bool, error)
 	// CSIOptions configure the plugin clients (timeouts, retries).
 	CSIOptions []csi.Option
+
+	// StatsInterval is how often the usage of published volumes is sampled
+	// (structs.DefaultCSIStatsInterval; at most MaxCSIStatsInterval, so the
+	// servers' samples never go stale while the node reports).
+	StatsInterval time.Duration
+	// ReportStats sends one sample round, for every volume published on
+	// this node, to the servers; nil disables sampling.
+	ReportStats func(ctx context.Context, samples []*structs.CSIVolumeStatsSample) error
+	// OnAbnormal is told when a volume's condition turns abnormal (or its
+	// abnormal message changes), with the allocs that use it here.
+	OnAbnormal func(allocIDs []string, namespace, volumeID, message string)
 }
 
 type instanceKey struct {
@@ -104,6 +115,9 @@ type Manager struct {
 	// changed is closed and replaced whenever an instance comes, goes or
 	// becomes able to mount.
 	changed chan struct{}
+
+	// published is what the node plugins published on this node.
+	published publishedSet
 }
 
 // New returns a Manager.
@@ -129,6 +143,15 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.IsMountpoint == nil {
 		cfg.IsMountpoint = IsMountpoint
 	}
+	if cfg.StatsInterval <= 0 {
+		cfg.StatsInterval = structs.DefaultCSIStatsInterval
+	}
+	if cfg.StatsInterval > structs.MaxCSIStatsInterval {
+		return nil, fmt.Errorf("csimanager: stats interval %s is over the limit of %s", cfg.StatsInterval, structs.MaxCSIStatsInterval)
+	}
+	if cfg.OnAbnormal == nil {
+		cfg.OnAbnormal = func([]string, string, string, string) {}
+	}
 	return &Manager{
 		cfg:       cfg,
 		logger:    cfg.Logger.Named("csi_manager"),
@@ -145,6 +168,15 @@ func (m *Manager) Run(ctx context.Context) {
 	events := m.cfg.Registry.Subscribe(ctx)
 	resync := time.NewTicker(m.cfg.ResyncInterval)
 	defer resync.Stop()
+	if m.cfg.ReportStats != nil {
+		var wg sync.WaitGroup
+		wg.Add(1)
+		sctx, cancel := context.WithCancel(ctx)
+		go func() { defer wg.Done(); m.runStats(sctx) }()
+		// Stop sampling before stopAll closes the plugin clients.
+		defer wg.Wait()
+		defer cancel()
+	}
 	m.reconcile(ctx)
 	for {
 		select {

@@ -78,6 +78,8 @@ type volumeManager struct {
 	locks          *keylock.Locks[string]
 	isMountpoint   func(string) (bool, error)
 	logger         hclog.Logger
+	// published records what is published, for volume stats.
+	published *publishedSet
 }
 
 // stages asks the plugin, now, whether it stages volumes. It is asked at
@@ -177,8 +179,13 @@ func (v *volumeManager) mountVolume(ctx context.Context, vol *structs.CSIVolume,
 	if err != nil {
 		return nil, err
 	}
+	hostStaging := ""
+	if staged {
+		hostStaging = staging
+	}
 	if mounted {
 		logger.Debug("volume already published for this alloc; reusing the mount", "path", publish)
+		v.published.add(v.pluginID, vol, allocID, publish, hostStaging)
 		return info, nil
 	}
 	// The CO makes the target's parent; the plugin makes the target.
@@ -198,6 +205,7 @@ func (v *volumeManager) mountVolume(ctx context.Context, vol *structs.CSIVolume,
 		return nil, fmt.Errorf("publishing at %q: %w", publish, err)
 	}
 	logger.Debug("published volume", "path", publish)
+	v.published.add(v.pluginID, vol, allocID, publish, hostStaging)
 	return info, nil
 }
 
@@ -232,6 +240,7 @@ func (v *volumeManager) unmountVolume(ctx context.Context, vol VolumeRef, allocI
 	if err := v.client.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{ExternalID: vol.remoteID(), TargetPath: pluginPublish}); err != nil {
 		return fmt.Errorf("unpublishing from %q: %w", publish, err)
 	}
+	v.published.remove(v.pluginID, vol.Namespace, vol.ID, allocID)
 	if err := removeEmptyDirs(publish, filepath.Join(v.paths.HostDir, perAllocDirName)); err != nil {
 		logger.Warn("removing the alloc's empty publish directories failed", "error", err)
 	}

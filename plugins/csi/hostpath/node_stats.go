@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"path/filepath"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
@@ -46,7 +47,8 @@ func (s *nodeServer) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVol
 		// A relative path cannot be where the volume is.
 		return nil, status.Errorf(codes.NotFound, "%s %q: volume is not at %q", op, id, req.GetVolumePath())
 	}
-	if _, err := s.checkNodePath(ctx, op, id, path); err != nil {
+	v, err := s.checkNodePath(ctx, op, id, path)
+	if err != nil {
 		return nil, statusErr(op, id, err)
 	}
 	var fsst unix.Statfs_t
@@ -56,21 +58,49 @@ func (s *nodeServer) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVol
 		}
 		return nil, status.Errorf(codes.Internal, "%s %q: statfs %q: %v", op, id, path, err)
 	}
+	// A volume is a directory: what it uses is what its files hold (the
+	// operator wants the bytes the job wrote, not the host disk's). Its
+	// total is its capacity when it has one, else the file system's; what
+	// is available is bounded by both.
+	used, files, err := dirUsage(path)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "%s %q: measuring %q: %v", op, id, path, err)
+	}
 	bs := fsst.Bsize
+	total, avail := int64(fsst.Blocks)*bs, int64(fsst.Bavail)*bs
+	if v.CapacityBytes > 0 {
+		total = v.CapacityBytes
+		avail = max(0, min(avail, total-used))
+	}
 	return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{
-		{
-			Unit:      csi.VolumeUsage_BYTES,
-			Total:     int64(fsst.Blocks) * bs,
-			Available: int64(fsst.Bavail) * bs,
-			Used:      int64(fsst.Blocks-fsst.Bfree) * bs,
-		},
-		{
-			Unit:      csi.VolumeUsage_INODES,
-			Total:     int64(fsst.Files),
-			Available: int64(fsst.Ffree),
-			Used:      int64(fsst.Files - fsst.Ffree),
-		},
+		{Unit: csi.VolumeUsage_BYTES, Total: total, Available: avail, Used: used},
+		{Unit: csi.VolumeUsage_INODES, Total: files + int64(fsst.Ffree), Available: int64(fsst.Ffree), Used: files},
 	}}, nil
+}
+
+// dirUsage is the bytes the regular files under root hold (by size) and
+// the number of entries under it, root excluded. Entries that vanish
+// while it walks are skipped.
+func dirUsage(root string) (bytes, entries int64, err error) {
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if p == root {
+			return nil
+		}
+		entries++
+		if d.Type().IsRegular() {
+			if info, err := d.Info(); err == nil {
+				bytes += info.Size()
+			}
+		}
+		return nil
+	})
+	return bytes, entries, err
 }
 
 // NodeExpandVolume has nothing to do for a directory; it checks its

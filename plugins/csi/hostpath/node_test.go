@@ -106,6 +106,9 @@ func TestNodeStagePublishLifecycle(t *testing.T) {
 	must.SliceLen(t, 2, stats.GetUsage())
 	must.Positive(t, stats.GetUsage()[0].GetTotal())
 	must.Positive(t, stats.GetUsage()[1].GetTotal())
+	// The volume's own usage, not the host disk's: the one 4-byte file.
+	must.Eq(t, int64(len("data")), stats.GetUsage()[0].GetUsed())
+	must.Eq(t, int64(1), stats.GetUsage()[1].GetUsed())
 	_, err = f.tp.node.NodeExpandVolume(ctx, &csi.NodeExpandVolumeRequest{VolumeId: f.vol, VolumePath: rw, CapacityRange: &csi.CapacityRange{RequiredBytes: 1 << 30}})
 	must.NoError(t, err)
 
