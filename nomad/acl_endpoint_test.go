@@ -244,7 +244,7 @@ var wantRules = map[string]string{
 	"CSIVolume.ListSnapshots":  "namespace:csi-list-volume", "CSIVolume.Delete": "namespace:csi-write-volume",
 	"CSIVolume.Detach": "namespace:csi-write-volume+extra", "CSIVolume.Get": "namespace:csi-read-volume+node",
 	"CSIVolume.List": "namespace:csi-list-volume", "CSIVolume.Claim": "node secret",
-	"CSIVolume.Unpublish": "node secret", "CSIVolume.ReportProgress": "node secret",
+	"CSIVolume.Unpublish": "node secret", "CSIVolume.ReportProgress": "node secret", "CSIVolume.ReportStats": "node secret",
 	"CSIPlugin.Get": "plugin:read", "CSIPlugin.List": "plugin:list",
 	"System.GarbageCollect": "management",
 	"ACL.Bootstrap":         "public", "ACL.UpsertPolicies": "management", "ACL.DeletePolicies": "management",
