@@ -8,7 +8,7 @@ BIN     ?= $(CURDIR)/.bin
 BERTH   := $(BIN)/berth
 PKGS    := ./...
 
-.PHONY: all build browser dev demo test vet lint fmt-check tidy-check peers bench bench-table fuzz sim clean
+.PHONY: all build browser dev demo test vet lint fmt-check tidy-check peers bench bench-ui bench-table fuzz sim clean
 
 all: build
 
@@ -94,6 +94,11 @@ fuzz:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2000x ./nomad/ ./plugins/csi/...
+
+# bench-ui loads the UI's 1,000-volume list in headless Chromium and
+# reports first contentful paint and full render (fcp-ms, rendered-ms).
+bench-ui: browser
+	$(GO) test -run '^$$' -bench '^BenchmarkVolumeList1000$$' -benchtime 20x ./command/agent/ui/
 
 # bench-table runs berth's CSI latency table (cmd/berth-bench): one agent
 # with Raft on disk, the hostpath plugin, registers, lists, claims and
