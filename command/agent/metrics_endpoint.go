@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	metrics "github.com/hashicorp/go-metrics"
 
@@ -44,19 +45,32 @@ const (
 	kindGauge metricKind = iota
 	kindCounter
 	kindSummary
+	kindHistogram
 )
 
 func (k metricKind) String() string {
-	return [...]string{"gauge", "counter", "summary"}[k]
+	return [...]string{"gauge", "counter", "summary", "histogram"}[k]
+}
+
+// histogramBuckets are the upper bounds (le) of the samples served as
+// Prometheus histograms instead of summaries, by metric name.
+var histogramBuckets = map[string][]float64{
+	// One CSI call attempt, in seconds: a bind mount is sub-millisecond,
+	// a cloud attach takes seconds to a minute.
+	"berth_csi_rpc_latency_seconds": {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
 }
 
 type metricSeries struct {
 	kind   metricKind
 	name   string
 	labels string // rendered, e.g. {method="Job.Register"}, or ""
-	value  float64
-	sum    float64
-	count  uint64
+	// labelMap is the same labels, for the JSON format.
+	labelMap map[string]string
+	value    float64
+	sum      float64
+	count    uint64
+	// buckets counts samples <= histogramBuckets[name][i] (not cumulative).
+	buckets []uint64
 }
 
 var _ metrics.MetricSink = (*metricsRegistry)(nil)
@@ -88,7 +102,7 @@ func (m *metricsRegistry) update(kind metricKind, key []string, labels []metrics
 	defer m.mu.Unlock()
 	s := m.series[id]
 	if s == nil || s.kind != kind {
-		s = &metricSeries{kind: kind, name: name, labels: ls}
+		s = &metricSeries{kind: kind, name: name, labels: ls, labelMap: labelMap(labels)}
 		m.series[id] = s
 	}
 	f(s)
@@ -113,9 +127,25 @@ func (m *metricsRegistry) IncrCounterWithLabels(key []string, val float32, label
 }
 func (m *metricsRegistry) AddSample(key []string, val float32) { m.AddSampleWithLabels(key, val, nil) }
 func (m *metricsRegistry) AddSampleWithLabels(key []string, val float32, labels []metrics.Label) {
-	m.update(kindSummary, key, labels, func(s *metricSeries) {
+	bounds, hist := histogramBuckets[promName(strings.Join(key, "_"))]
+	kind := kindSummary
+	if hist {
+		kind = kindHistogram
+	}
+	m.update(kind, key, labels, func(s *metricSeries) {
 		s.sum += float64(val)
 		s.count++
+		if hist {
+			if s.buckets == nil {
+				s.buckets = make([]uint64, len(bounds))
+			}
+			for i, b := range bounds {
+				if float64(val) <= b {
+					s.buckets[i]++
+					break
+				}
+			}
+		}
 	})
 }
 
@@ -125,7 +155,9 @@ func (m *metricsRegistry) snapshot() []metricSeries {
 	defer m.mu.Unlock()
 	out := make([]metricSeries, 0, len(m.series))
 	for _, id := range slices.Sorted(maps.Keys(m.series)) {
-		out = append(out, *m.series[id])
+		s := *m.series[id]
+		s.buckets = slices.Clone(s.buckets)
+		out = append(out, s)
 	}
 	return out
 }
@@ -174,6 +206,17 @@ func writeSeries(buf *bytes.Buffer, series []metricSeries) {
 			fmt.Fprintf(buf, "# TYPE %s %s\n", s.name, s.kind)
 		}
 		switch s.kind {
+		case kindHistogram:
+			var cum uint64
+			for i, b := range histogramBuckets[s.name] {
+				if i < len(s.buckets) {
+					cum += s.buckets[i]
+				}
+				fmt.Fprintf(buf, "%s_bucket%s %d\n", s.name, withLabel(s.labels, "le", formatFloat(b)), cum)
+			}
+			fmt.Fprintf(buf, "%s_bucket%s %d\n", s.name, withLabel(s.labels, "le", "+Inf"), s.count)
+			fmt.Fprintf(buf, "%s_sum%s %s\n", s.name, s.labels, formatFloat(s.sum))
+			fmt.Fprintf(buf, "%s_count%s %d\n", s.name, s.labels, s.count)
 		case kindSummary:
 			fmt.Fprintf(buf, "%s_sum%s %s\n", s.name, s.labels, formatFloat(s.sum))
 			fmt.Fprintf(buf, "%s_count%s %d\n", s.name, s.labels, s.count)
@@ -183,19 +226,32 @@ func writeSeries(buf *bytes.Buffer, series []metricSeries) {
 	}
 }
 
+// withLabel adds name="value" to rendered labels.
+func withLabel(labels, name, value string) string {
+	l := fmt.Sprintf(`%s="%s"`, name, value)
+	if labels == "" {
+		return "{" + l + "}"
+	}
+	return strings.TrimSuffix(labels, "}") + "," + l + "}"
+}
+
 func (s *HTTPServer) metricsRequest(w http.ResponseWriter, r *http.Request) (any, error) {
 	if r.Method != http.MethodGet {
 		return nil, methodNotAllowed(r)
 	}
-	if f := r.URL.Query().Get("format"); f != "" && f != "prometheus" {
-		return nil, CodedError(http.StatusBadRequest, fmt.Sprintf("unsupported metrics format %q: only prometheus", f))
+	f := r.URL.Query().Get("format")
+	if f != "" && f != "prometheus" && f != "json" {
+		return nil, CodedError(http.StatusBadRequest, fmt.Sprintf("unsupported metrics format %q: want prometheus, or none for JSON", f))
 	}
-	var buf bytes.Buffer
-	writeSeries(&buf, registry.snapshot())
 	scraped, err := s.scrapeGauges()
 	if err != nil {
 		return nil, err
 	}
+	if f != "prometheus" {
+		return metricsJSON(append(registry.snapshot(), scraped...)), nil
+	}
+	var buf bytes.Buffer
+	writeSeries(&buf, registry.snapshot())
 	writeSeries(&buf, scraped)
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	w.Write(buf.Bytes())
@@ -207,7 +263,7 @@ func (s *HTTPServer) metricsRequest(w http.ResponseWriter, r *http.Request) (any
 // behind the leader.
 func (s *HTTPServer) scrapeGauges() ([]metricSeries, error) {
 	gauge := func(name string, v float64, labels ...metrics.Label) metricSeries {
-		return metricSeries{kind: kindGauge, name: name, labels: promLabels(labels), value: v}
+		return metricSeries{kind: kindGauge, name: name, labels: promLabels(labels), labelMap: labelMap(labels), value: v}
 	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -231,7 +287,23 @@ func (s *HTTPServer) scrapeGauges() ([]metricSeries, error) {
 	}
 	out = append(out, gauge("berth_server_is_leader", leader))
 
+	out = append(out, gauge("berth_event_stream_subscribers", float64(srv.Events().Subscribers())),
+		metricSeries{kind: kindCounter, name: "berth_event_stream_drops", value: float64(srv.Events().Drops())})
+
 	store := srv.State()
+	health := map[string]pluginHealth{}
+	hiter, err := store.CSIPlugins(nil)
+	if err != nil {
+		return nil, err
+	}
+	for raw := hiter.Next(); raw != nil; raw = hiter.Next() {
+		p := raw.(*structs.CSIPlugin)
+		health[p.ID] = healthOfPlugin(p.Stub())
+	}
+	now := time.Now()
+	schedulable := map[string]float64{"true": 0, "false": 0}
+	byMode := map[[2]string]float64{}
+	var oldest []metricSeries
 	iter, err := store.CSIVolumes(nil, structs.AllNamespaces)
 	if err != nil {
 		return nil, err
@@ -248,9 +320,29 @@ func (s *HTTPServer) scrapeGauges() ([]metricSeries, error) {
 			st = string(structs.CSIVolumeStateReady)
 		}
 		volumes[st]++
+		schedulable[strconv.FormatBool(health[v.PluginID].schedulable(v.State))]++
+		var since int64
 		for _, c := range v.Claims {
 			claims[string(c.Step)]++
+			byMode[[2]string{string(c.Step), string(c.AccessMode)}]++
+			if c.Step != structs.CSIClaimTaken {
+				if t := stepSince(c); since == 0 || t < since {
+					since = t
+				}
+			}
 		}
+		if since != 0 {
+			oldest = append(oldest, gauge("berth_csi_claim_unfinished_oldest_seconds", max(0, now.Sub(time.Unix(0, since)).Seconds()),
+				metrics.Label{Name: "namespace", Value: v.Namespace}, metrics.Label{Name: "volume", Value: v.ID}))
+		}
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(byMode), func(a, b [2]string) int { return strings.Compare(a[0]+a[1], b[0]+b[1]) }) {
+		out = append(out, gauge("berth_csi_claims_by_mode", byMode[k],
+			metrics.Label{Name: "step", Value: k[0]}, metrics.Label{Name: "access_mode", Value: k[1]}))
+	}
+	out = append(out, oldest...)
+	for _, b := range []string{"false", "true"} {
+		out = append(out, gauge("berth_csi_volumes_schedulable", schedulable[b], metrics.Label{Name: "schedulable", Value: b}))
 	}
 	for _, st := range slices.Sorted(maps.Keys(volumes)) {
 		out = append(out, gauge("berth_csi_volumes", volumes[st], metrics.Label{Name: "state", Value: st}))
@@ -277,4 +369,74 @@ func (s *HTTPServer) scrapeGauges() ([]metricSeries, error) {
 		}
 	}
 	return append(append(out, healthySeries...), expectedSeries...), nil
+}
+
+// stepSince is when claim entered its current step (unix ns): the time of
+// the last transition of its timeline that changed the step, else its
+// last write.
+func stepSince(c *structs.CSIVolumeClaim) int64 {
+	for i := len(c.History) - 1; i >= 0; i-- {
+		if h := c.History[i]; h.From != h.To && h.To == c.Step {
+			return h.Time
+		}
+	}
+	if c.ModifyTime != 0 {
+		return c.ModifyTime
+	}
+	return c.CreateTime
+}
+
+func labelMap(labels []metrics.Label) map[string]string {
+	m := make(map[string]string, len(labels))
+	for _, l := range labels {
+		m[l.Name] = l.Value
+	}
+	return m
+}
+
+// The JSON format is Nomad's (go-metrics' in-memory summary): gauges with
+// their value, counters and samples with their count and sum. Counters
+// and samples are cumulative since the agent started, so Rate is not
+// computed (0); Mean is Sum/Count.
+type metricsSummary struct {
+	Timestamp string
+	Gauges    []gaugeValue
+	Points    []struct{}
+	Counters  []sampledValue
+	Samples   []sampledValue
+}
+
+type gaugeValue struct {
+	Name   string
+	Value  float64
+	Labels map[string]string
+}
+
+type sampledValue struct {
+	Name   string
+	Count  uint64
+	Rate   float64
+	Sum    float64
+	Mean   float64
+	Labels map[string]string
+}
+
+func metricsJSON(series []metricSeries) metricsSummary {
+	out := metricsSummary{Timestamp: time.Now().UTC().Format("2006-01-02 15:04:05 -0700 MST"),
+		Gauges: []gaugeValue{}, Points: []struct{}{}, Counters: []sampledValue{}, Samples: []sampledValue{}}
+	for _, s := range series {
+		switch s.kind {
+		case kindGauge:
+			out.Gauges = append(out.Gauges, gaugeValue{Name: s.name, Value: s.value, Labels: s.labelMap})
+		case kindCounter:
+			out.Counters = append(out.Counters, sampledValue{Name: s.name, Count: uint64(s.value), Sum: s.value, Labels: s.labelMap})
+		default:
+			v := sampledValue{Name: s.name, Count: s.count, Sum: s.sum, Labels: s.labelMap}
+			if s.count > 0 {
+				v.Mean = s.sum / float64(s.count)
+			}
+			out.Samples = append(out.Samples, v)
+		}
+	}
+	return out
 }

@@ -49,6 +49,8 @@ func TestHTTP_Metrics(t *testing.T) {
 	}
 
 	resp, _ = do(t, a, http.MethodGet, "/v1/metrics?format=json", nil)
+	must.Eq(t, http.StatusOK, resp.StatusCode)
+	resp, _ = do(t, a, http.MethodGet, "/v1/metrics?format=xml", nil)
 	must.Eq(t, http.StatusBadRequest, resp.StatusCode)
 	resp, _ = do(t, a, http.MethodPost, "/v1/metrics", nil)
 	must.Eq(t, http.StatusMethodNotAllowed, resp.StatusCode)

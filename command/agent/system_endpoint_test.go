@@ -71,7 +71,7 @@ func TestHTTP_SystemGC(t *testing.T) {
 
 	// The volumewatcher's gauges, set on its first scan.
 	testutil.WaitForResult(t, func() (bool, error) {
-		_, body := do(t, a, http.MethodGet, "/v1/metrics", nil)
+		_, body := do(t, a, http.MethodGet, "/v1/metrics?format=prometheus", nil)
 		for _, want := range []string{"berth_csi_unpublish_backlog ", "berth_csi_unpublish_oldest_seconds "} {
 			if !strings.Contains(body, want) {
 				return false, fmt.Errorf("no %q in /v1/metrics", want)

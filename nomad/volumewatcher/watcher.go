@@ -490,6 +490,7 @@ func (w *Watcher) round(ctx context.Context, k volumeKey, opts passOptions) (pro
 // an error once the claim needs an operator (the one case where someone
 // must act).
 func (w *Watcher) logFailure(vol *structs.CSIVolume, c *structs.CSIVolumeClaim, call string, err error) {
+	countReleaseFailure(call, vol.PluginID, err)
 	kv := []any{"namespace", vol.Namespace, "volume_id", vol.ID, "alloc_id", c.AllocID, "node_id", c.NodeID,
 		"plugin_id", vol.PluginID, "attempts", c.Attempts, "error", err}
 	if c.Step == structs.CSIClaimNeedsOperator {

@@ -108,8 +108,9 @@ type client struct {
 	retries atomic.Uint64
 	closed  atomic.Bool
 
-	// incrCounter records metrics; tests replace it.
+	// incrCounter and addSample record metrics; tests replace them.
 	incrCounter func(key []string, val float32, labels []metrics.Label)
+	addSample   func(key []string, val float32, labels []metrics.Label)
 }
 
 var _ Client = (*client)(nil)
@@ -153,6 +154,7 @@ func New(socketPath string, logger hclog.Logger, opts ...Option) (Client, error)
 		logger:      logger.Named("csi_client").With("socket", abs),
 		cfg:         defaultConfig(),
 		incrCounter: metrics.IncrCounterWithLabels,
+		addSample:   metrics.AddSampleWithLabels,
 	}
 	for _, opt := range opts {
 		opt(&c.cfg)

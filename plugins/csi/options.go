@@ -52,6 +52,7 @@ type config struct {
 	maxAttempts int
 	backoff     Backoff
 	clock       Clock
+	pluginID    string
 }
 
 func defaultConfig() config {
@@ -80,6 +81,12 @@ func WithTimeouts(t Timeouts) Option {
 			c.timeouts.Call = t.Call
 		}
 	}
+}
+
+// WithPluginID names the plugin in the client's metrics (the plugin
+// label of csi.rpc.latency).
+func WithPluginID(id string) Option {
+	return func(c *config) { c.pluginID = id }
 }
 
 // WithMaxAttempts sets how many times a retryable RPC is tried in one call,

@@ -111,5 +111,11 @@ func (c *client) attempt(ctx context.Context, timeout time.Duration, method stri
 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return invoker(ctx, method, req, reply, cc, opts...)
+	start := time.Now()
+	err := invoker(ctx, method, req, reply, cc, opts...)
+	// One sample per attempt, in seconds: the agent serves it as the
+	// histogram berth_csi_rpc_latency_seconds{method,plugin}.
+	c.addSample([]string{"csi", "rpc", "latency_seconds"}, float32(time.Since(start).Seconds()), []metrics.Label{
+		{Name: "method", Value: rpcName(method)}, {Name: "plugin", Value: c.cfg.pluginID}})
+	return err
 }

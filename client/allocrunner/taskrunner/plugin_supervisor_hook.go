@@ -309,7 +309,8 @@ func (h *pluginSupervisorHook) deregister() error {
 
 // supervise is the supervising goroutine; see pluginSupervisorHook.
 func (h *pluginSupervisorHook) supervise(ctx context.Context, l *pluginLayout) {
-	client, err := csi.New(l.Socket, h.logger, h.cfg.CSIOptions...)
+	opts := append([]csi.Option{csi.WithPluginID(h.pc.ID)}, h.cfg.CSIOptions...)
+	client, err := csi.New(l.Socket, h.logger, opts...)
 	if err != nil {
 		h.logger.Error("cannot reach the plugin", "error", err)
 		h.lifecycle.EmitEvent(NewEvent(EventPluginUnhealthy, fmt.Sprintf("Cannot reach CSI plugin %q: %v", h.pc.ID, err)))

@@ -268,7 +268,8 @@ func (m *Manager) newInstance(typ string, p *dynamicplugins.PluginInfo) (*instan
 		paths.PluginDir = paths.HostDir
 	}
 	logger := m.logger.With("plugin_id", p.Name, "type", typ, "alloc_id", p.AllocID)
-	client, err := csi.New(p.SocketPath, logger, m.cfg.CSIOptions...)
+	opts := append([]csi.Option{csi.WithPluginID(p.Name)}, m.cfg.CSIOptions...)
+	client, err := csi.New(p.SocketPath, logger, opts...)
 	if err != nil {
 		return nil, err
 	}
