@@ -60,8 +60,10 @@ func RunStats(t testing.TB, s *Schedule) ([]Violation, Stats) {
 }
 
 type jobInfo struct {
-	op      Op
-	stopped bool
+	op         Op
+	stopped    bool
+	registered bool
+	regErr     error
 }
 
 type runner struct {
@@ -118,8 +120,15 @@ func (r *runner) do(o Op) {
 	c := r.c
 	switch o.Kind {
 	case OpRunJob:
-		r.jobs[o.Job] = &jobInfo{op: o}
-		_ = c.rpc("Job.Register", &structs.JobRegisterRequest{Job: r.job(o)}, &structs.JobRegisterResponse{})
+		// A register refused (no leader during a failover) is not judged
+		// by check 5; one accepted must never be lost.
+		err := c.rpc("Job.Register", &structs.JobRegisterRequest{Job: r.job(o)}, &structs.JobRegisterResponse{})
+		if err != nil {
+			r.c.t.Logf("job %s not registered: %v", jobID(o.Job), err)
+		}
+		if prev := r.jobs[o.Job]; prev == nil || !prev.registered {
+			r.jobs[o.Job] = &jobInfo{op: o, registered: err == nil, regErr: err}
+		}
 	case OpStopJob, OpPurgeJob:
 		j := r.jobs[o.Job]
 		if j == nil {
@@ -444,7 +453,7 @@ func (r *runner) runsCheck(st *state.StateStore, blocked map[string]bool) []Viol
 		}
 	}
 	for i, j := range r.jobs {
-		if j.stopped || users[j.op.Vol] > 1 {
+		if j.stopped || users[j.op.Vol] > 1 || !j.registered {
 			continue
 		}
 		v := r.c.sched.Volumes[j.op.Vol]
@@ -481,8 +490,14 @@ func (r *runner) runsCheck(st *state.StateStore, blocked map[string]bool) []Viol
 		}
 		if !ok {
 			slices.Sort(states)
+			var evals []string
+			if es, err := st.EvalsByJob(nil, structs.DefaultNamespace, jobID(i)); err == nil {
+				for _, e := range es {
+					evals = append(evals, e.TriggeredBy+"/"+e.Status+" "+e.StatusDescription)
+				}
+			}
 			out = append(out, Violation{Check: CheckRuns, Msg: fmt.Sprintf(
-				"job %s (volume %s, %s) does not run: %d of %d allocs running; allocs %v", jobID(i), v.ID, v.Mode, running, want, states)})
+				"job %s (volume %s, %s) does not run: %d of %d allocs running; allocs %v; evals %v", jobID(i), v.ID, v.Mode, running, want, states, evals)})
 		}
 	}
 	return out

@@ -87,14 +87,13 @@ func runBatch(t *testing.T, scheds []*Schedule) ([][]Violation, Stats) {
 }
 
 // TestSim runs SCHEDULES seeded schedules (seeds SEED_BASE, SEED_BASE+1,
-// ...), SIM_PARALLEL at a time, or replays the one schedule of SEED. It
+// ...), or replays the one schedule of SEED. It
 // prints "sim: <N> schedules, <V> violations, <S> s" for `make sim`.
 // Without SCHEDULES it runs defaultSchedules, the share of `make test`.
 func TestSim(t *testing.T) {
 	n := envInt(t, "SCHEDULES", defaultSchedules)
 	base := envInt(t, "SEED_BASE", 1)
-	budget := int(envInt(t, "SHRINK_BUDGET", 24))
-	par := int(envInt(t, "SIM_PARALLEL", 4))
+	budget := int(envInt(t, "SHRINK_BUDGET", 16))
 	seeds := make([]uint64, 0, n)
 	if os.Getenv("SEED") != "" {
 		seeds = append(seeds, envInt(t, "SEED", 0))
@@ -104,28 +103,21 @@ func TestSim(t *testing.T) {
 		}
 	}
 	startAt := time.Now()
-	violating, done := 0, 0
-	var total Stats
-	// Batches of par schedules run in parallel (each its own cluster);
-	// violating ones are then reported and shrunk one at a time.
-	for len(seeds) > 0 {
-		batch := seeds[:min(par, len(seeds))]
-		seeds = seeds[len(batch):]
-		scheds := make([]*Schedule, len(batch))
-		for i, seed := range batch {
-			scheds[i] = Generate(seed, DefaultGen)
+	// Every schedule is a parallel subtest with its own cluster; go test's
+	// -parallel (GOMAXPROCS unless given; make sim passes SIM_PARALLEL)
+	// bounds how many run at once. Violating ones are then reported and
+	// shrunk one at a time.
+	scheds := make([]*Schedule, len(seeds))
+	for i, seed := range seeds {
+		scheds[i] = Generate(seed, DefaultGen)
+	}
+	results, total := runBatch(t, scheds)
+	violating, done := 0, len(scheds)
+	for i, vs := range results {
+		if len(vs) > 0 {
+			violating++
+			report(t, scheds[i], vs, budget)
 		}
-		results, stats := runBatch(t, scheds)
-		total.Publishes += stats.Publishes
-		total.Unpublishes += stats.Unpublishes
-		total.Failed += stats.Failed
-		for i, vs := range results {
-			if len(vs) > 0 {
-				violating++
-				report(t, scheds[i], vs, budget)
-			}
-		}
-		done += len(batch)
 	}
 	// A run that published nothing checked nothing.
 	if total.Publishes == 0 {
