@@ -110,6 +110,19 @@ func TestE2E_UIShowsAClaimLive(t *testing.T) {
 	iTaken := indexOf(steps, allocID+" taken")
 	must.Less(t, indexOf(steps, allocID+" freed"), iTaken, must.Sprintf("steps out of order: %v", steps))
 	must.NotEq(t, "", strings.TrimSpace(explain))
+
+	// The job's page lists the alloc, whose page shows its task.
+	allocLink := `#extra a[href="/ui/alloc/` + allocID + `"]`
+	var task string
+	must.NoError(t, chromedp.Run(ctx,
+		chromedp.Navigate(base+"/ui/job/app"),
+		chromedp.WaitVisible(allocLink, chromedp.ByQuery),
+		chromedp.Click(allocLink, chromedp.ByQuery),
+		chromedp.WaitVisible(`body[data-page="alloc"] #extra tbody td`, chromedp.ByQuery),
+		chromedp.Text(`#extra tbody td`, &task, chromedp.ByQuery),
+		shot("4-alloc"),
+	), must.Sprint("following the job's alloc"))
+	must.Eq(t, WorkloadTask, task)
 }
 
 func indexOf(s []string, v string) int {

@@ -175,8 +175,31 @@ const details = {
   plugin: (id) => "/v1/plugin/csi/" + encodeURIComponent(id),
 };
 
+// Each detail page has a summary box and, for jobs and allocs, a table
+// under it; each part follows its own blocking query.
 function detailPage(kind, id) {
-  watch(details[kind](id), (obj) => replace(kv(obj)));
+  const summary = h("div", {id: "summary"}), extra = h("div", {id: "extra"});
+  replace(h("div", {}, summary, extra));
+  const skip = {job: ["TaskGroups"], alloc: ["Job", "TaskStates", "AllocatedResources", "Resources"]}[kind];
+  watch(details[kind](id), (obj) => {
+    summary.replaceChildren(kv(obj, skip));
+    if (kind === "job") {
+      summary.append(h("p", {}, "Groups: ", (obj.TaskGroups || []).map((g) => g.Name + " ×" + g.Count).join(", ")));
+    }
+    if (kind === "alloc") {
+      const tasks = Object.entries(obj.TaskStates || {}).map(([name, st]) => ({name, ...st}));
+      const last = (st) => { const e = (st.Events || [])[(st.Events || []).length - 1]; return e ? e.Type + (e.DisplayMessage ? ": " + e.DisplayMessage : "") : ""; };
+      extra.replaceChildren(h("h2", {}, "Tasks"), emptyOr(tasks, "task states", table([
+        ["Task", (t) => t.name], ["State", (t) => t.State], ["Failed", (t) => t.Failed ? "yes" : ""],
+        ["Restarts", (t) => t.Restarts || 0], ["Last event", last]], tasks)));
+    }
+  });
+  if (kind === "job") {
+    watch(details.job(id) + "/allocations", (allocs) => {
+      allocs = allocs || [];
+      extra.replaceChildren(h("h2", {}, "Allocations"), emptyOr(allocs, "allocations", table(lists.allocs[2], allocs)));
+    });
+  }
 }
 
 // ---- the volume page ----
