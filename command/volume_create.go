@@ -36,8 +36,12 @@ func (c *VolumeCreateCommand) Run(args []string) int {
 	if code != 0 {
 		return code
 	}
-	resp, _, err := client.CSIVolumes().CreateOpts(&api.CSIVolumeCreateRequest{Volumes: []*api.CSIVolume{vol}},
-		&api.WriteOptions{Namespace: vol.Namespace})
+	resp, err := whileWaiting(c.ui, fmt.Sprintf("creating volume %q", vol.ID), controllerDetail(client, vol.PluginID, "CreateVolume"),
+		func() (*api.CSIVolumeCreateResponse, error) {
+			resp, _, err := client.CSIVolumes().CreateOpts(&api.CSIVolumeCreateRequest{Volumes: []*api.CSIVolume{vol}},
+				&api.WriteOptions{Namespace: vol.Namespace})
+			return resp, err
+		})
 	if err != nil {
 		c.ui.Error("%s", c.apiErr(fmt.Sprintf("creating volume %q with plugin %q", vol.ID, vol.PluginID), err))
 		return 1

@@ -77,7 +77,10 @@ func (c *VolumeDeleteCommand) Run(args []string) int {
 		}
 	}
 	req := &api.CSIVolumeDeleteRequest{ExternalVolumeID: stub.ID, Secrets: api.CSISecrets(secrets)}
-	if err := client.CSIVolumes().DeleteOpts(req, &api.WriteOptions{Namespace: stub.Namespace}); err != nil {
+	if _, err := whileWaiting(c.ui, fmt.Sprintf("deleting volume %q", stub.ID), controllerDetail(client, stub.PluginID, "DeleteVolume"),
+		func() (struct{}, error) {
+			return struct{}{}, client.CSIVolumes().DeleteOpts(req, &api.WriteOptions{Namespace: stub.Namespace})
+		}); err != nil {
 		c.ui.Error("%s", c.apiErr(fmt.Sprintf("deleting volume %q", stub.ID), err))
 		return 1
 	}

@@ -61,10 +61,13 @@ func (c *VolumeSnapshotCreateCommand) Run(args []string) int {
 		return 1
 	}
 	c.ui.Output("Snapshotting volume %q through plugin %q...", stub.ID, stub.PluginID)
-	resp, err := client.CSIVolumes().CreateSnapshot(&api.CSISnapshot{
-		SourceVolumeID: stub.ID, PluginID: stub.PluginID, Name: fs.Arg(1),
-		Secrets: api.CSISecrets(secrets), Parameters: map[string]string(params),
-	}, &api.WriteOptions{Namespace: stub.Namespace})
+	resp, err := whileWaiting(c.ui, fmt.Sprintf("snapshotting volume %q", stub.ID), controllerDetail(client, stub.PluginID, "CreateSnapshot"),
+		func() (*api.CSISnapshotCreateResponse, error) {
+			return client.CSIVolumes().CreateSnapshot(&api.CSISnapshot{
+				SourceVolumeID: stub.ID, PluginID: stub.PluginID, Name: fs.Arg(1),
+				Secrets: api.CSISecrets(secrets), Parameters: map[string]string(params),
+			}, &api.WriteOptions{Namespace: stub.Namespace})
+		})
 	if err != nil {
 		c.ui.Error("%s", c.apiErr(fmt.Sprintf("snapshotting volume %q", stub.ID), err))
 		return 1
@@ -171,7 +174,8 @@ func (c *VolumeSnapshotDeleteCommand) Run(args []string) int {
 		return 1
 	}
 	snap := &api.CSISnapshot{PluginID: fs.Arg(0), ID: fs.Arg(1), Secrets: api.CSISecrets(secrets)}
-	if err := client.CSIVolumes().DeleteSnapshot(snap, nil); err != nil {
+	if _, err := whileWaiting(c.ui, fmt.Sprintf("deleting snapshot %q", snap.ID), controllerDetail(client, snap.PluginID, "DeleteSnapshot"),
+		func() (struct{}, error) { return struct{}{}, client.CSIVolumes().DeleteSnapshot(snap, nil) }); err != nil {
 		c.ui.Error("%s", c.apiErr(fmt.Sprintf("deleting snapshot %q of plugin %q", snap.ID, snap.PluginID), err))
 		return 1
 	}
