@@ -80,6 +80,11 @@ func (a *Agent) setupClient() error {
 	if ip := net.ParseIP(cfg.BindAddr); ip != nil && !ip.IsUnspecified() {
 		cc.NetworkIP = ip.String()
 	}
+	if ip, err := cfg.Client.networkIP(); err != nil {
+		return err
+	} else if ip != "" {
+		cc.NetworkIP = ip
+	}
 	c, err := client.New(cc)
 	if err != nil {
 		return fmt.Errorf("starting client: %w", err)
@@ -121,6 +126,9 @@ func (a *Agent) clientRPC() (client.RPCer, error) {
 // enabled = false).
 func enabledDrivers(cfg *Config) (map[string]bool, error) {
 	out := map[string]bool{exec.Name: true, rawexec.Name: cfg.DevMode}
+	if on, set := cfg.Client.rawExecOption(); set {
+		out[rawexec.Name] = on
+	}
 	for _, p := range cfg.Plugins {
 		if p.Name != rawexec.Name && p.Name != exec.Name {
 			continue

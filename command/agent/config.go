@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,6 +40,11 @@ type Config struct {
 	Limits    *LimitsConfig    `hcl:"limits,block"`
 	ACL       *ACLConfig       `hcl:"acl,block"`
 	TLS       *TLSConfig       `hcl:"tls,block"`
+
+	// DisableUpdateCheck is Nomad's disable_update_check, accepted so
+	// Nomad configs load: Berth never checks for updates, so there is
+	// nothing to disable.
+	DisableUpdateCheck *bool `hcl:"disable_update_check,optional"`
 
 	// DevMode is set by -dev, never by a file.
 	DevMode bool
@@ -111,6 +118,17 @@ type ClientConfig struct {
 	Servers   []string          `hcl:"servers,optional"`
 	NodeClass string            `hcl:"node_class,optional"`
 	Meta      map[string]string `hcl:"meta,optional"`
+
+	// NetworkInterface names the interface whose first address the node
+	// advertises (its unique.network.ip-address), as in Nomad.
+	NetworkInterface string `hcl:"network_interface,optional"`
+	// Options are Nomad's client options. Berth reads
+	// driver.raw_exec.enable; ParseConfig refuses the others, naming
+	// what Berth does instead.
+	Options map[string]string `hcl:"options,optional"`
+	// ChrootEnv is Nomad's chroot_env, refused by ParseConfig: Berth's
+	// exec driver builds a task's root in its own way (see its package).
+	ChrootEnv map[string]string `hcl:"chroot_env,optional"`
 
 	// DisconnectDeadline is `disconnect_deadline = "5m"`: once the client
 	// has not reached the servers for this long, it has stopped every
@@ -273,8 +291,98 @@ func ParseConfig(filename string, src []byte) (*Config, error) {
 		if diags := c.Client.decodeDurations(); diags.HasErrors() {
 			return nil, diagError(diags, src)
 		}
+		if err := c.Client.checkNomadKeys(); err != nil {
+			return nil, fmt.Errorf("%s: %w", filename, err)
+		}
 	}
 	return &c, nil
+}
+
+// rawExecOption is the one Nomad client option Berth reads.
+const rawExecOption = "driver.raw_exec.enable"
+
+// checkNomadKeys refuses the Nomad client settings Berth does not
+// implement, saying what Berth does instead.
+func (c *ClientConfig) checkNomadKeys() error {
+	if len(c.ChrootEnv) > 0 {
+		return errors.New("client.chroot_env is not supported: Berth's exec driver builds each task's root " +
+			"from the host's /bin, /sbin, /lib, /lib64, /usr and /etc bound read-only plus the task's own " +
+			"directories; remove chroot_env, and give a task more of the host through a volume")
+	}
+	keys := make([]string, 0, len(c.Options))
+	for k := range c.Options {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := c.Options[k]
+		switch {
+		case k == rawExecOption:
+			if _, err := strconv.ParseBool(v); err != nil {
+				return fmt.Errorf("client.options %q = %q: want true or false (1 or 0)", k, v)
+			}
+		case strings.HasPrefix(k, "driver."):
+			return fmt.Errorf("client.options %q is not supported: Berth configures drivers with plugin blocks "+
+				"(plugin \"raw_exec\" {} enables raw_exec; exec is always on); the one option it reads is %s", k, rawExecOption)
+		default:
+			return fmt.Errorf("client.options %q is not supported: the one client option Berth reads is %s; "+
+				"drivers are configured with plugin blocks", k, rawExecOption)
+		}
+	}
+	return nil
+}
+
+// rawExecOption reports driver.raw_exec.enable, if set.
+func (c *ClientConfig) rawExecOption() (on, set bool) {
+	if c == nil {
+		return false, false
+	}
+	v, ok := c.Options[rawExecOption]
+	if !ok {
+		return false, false
+	}
+	on, _ = strconv.ParseBool(v)
+	return on, true
+}
+
+// networkIP is the first address of client.network_interface (IPv4
+// first), or "" when it is not set.
+func (c *ClientConfig) networkIP() (string, error) {
+	if c == nil || c.NetworkInterface == "" {
+		return "", nil
+	}
+	ifc, err := net.InterfaceByName(c.NetworkInterface)
+	if err != nil {
+		var names []string
+		if all, err := net.Interfaces(); err == nil {
+			for _, i := range all {
+				names = append(names, i.Name)
+			}
+		}
+		return "", fmt.Errorf("client.network_interface %q: no such interface (this host has %s)",
+			c.NetworkInterface, strings.Join(names, ", "))
+	}
+	addrs, err := ifc.Addrs()
+	if err != nil {
+		return "", fmt.Errorf("client.network_interface %q: reading its addresses: %w", c.NetworkInterface, err)
+	}
+	var v6 string
+	for _, a := range addrs {
+		ipn, ok := a.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		if ipn.IP.To4() != nil {
+			return ipn.IP.String(), nil
+		}
+		if v6 == "" && !ipn.IP.IsLinkLocalUnicast() {
+			v6 = ipn.IP.String()
+		}
+	}
+	if v6 == "" {
+		return "", fmt.Errorf("client.network_interface %q has no usable address", c.NetworkInterface)
+	}
+	return v6, nil
 }
 
 // diagError turns HCL diagnostics into one error, each line
@@ -398,7 +506,16 @@ func (c *Config) Merge(o *Config) *Config {
 		if o.Client.CSIStatsInterval != nil {
 			cl.CSIStatsInterval = o.Client.CSIStatsInterval
 		}
+		if o.Client.NetworkInterface != "" {
+			cl.NetworkInterface = o.Client.NetworkInterface
+		}
+		if o.Client.Options != nil {
+			cl.Options = o.Client.Options
+		}
 		out.Client = &cl
+	}
+	if o.DisableUpdateCheck != nil {
+		out.DisableUpdateCheck = o.DisableUpdateCheck
 	}
 	out.Plugins = append(append([]*PluginConfig(nil), c.Plugins...), o.Plugins...)
 	out.Limits = mergeLimits(c.Limits, o.Limits)

@@ -205,3 +205,48 @@ func TestParseConfig_Limits(t *testing.T) {
 	must.ErrorContains(t, err, "limits.http_max_body_bytes = -1 must be positive")
 	must.ErrorContains(t, err, "limits.rpc_max_conns_per_client = -2 must not be negative")
 }
+
+// Nomad agent configs carry keys over: the ones Berth has a meaning for
+// are accepted and take effect; the others are refused with what Berth
+// does instead, never a bare "unsupported".
+func TestParseConfig_NomadKeys(t *testing.T) {
+	c, err := ParseConfig("nomad.hcl", []byte(`
+disable_update_check = true
+advertise { http = "10.0.0.1:4646" }
+client {
+  enabled           = true
+  network_interface = "lo"
+  options           = { "driver.raw_exec.enable" = "1" }
+}
+`))
+	must.NoError(t, err)
+	must.True(t, *c.DisableUpdateCheck)
+	must.Eq(t, "10.0.0.1:4646", c.Advertise.HTTP)
+	ip, err := c.Client.networkIP()
+	must.NoError(t, err)
+	must.Eq(t, "127.0.0.1", ip)
+	drivers, err := enabledDrivers(c)
+	must.NoError(t, err)
+	must.True(t, drivers["raw_exec"], must.Sprint("driver.raw_exec.enable turns raw_exec on outside -dev"))
+
+	off, err := ParseConfig("off.hcl", []byte(`client { options = { "driver.raw_exec.enable" = "false" } }`))
+	must.NoError(t, err)
+	off.DevMode = true
+	drivers, err = enabledDrivers(off)
+	must.NoError(t, err)
+	must.False(t, drivers["raw_exec"])
+
+	bad := &ClientConfig{NetworkInterface: "nosuch0"}
+	_, err = bad.networkIP()
+	must.ErrorContains(t, err, `client.network_interface "nosuch0": no such interface (this host has lo`)
+
+	for src, want := range map[string]string{
+		`client { chroot_env = { "/bin" = "/bin" } }`:              "Berth's exec driver builds each task's root",
+		`client { options = { "driver.allowlist" = "exec" } }`:      `plugin "raw_exec" {} enables raw_exec`,
+		`client { options = { "user.denylist" = "root" } }`:         "the one client option Berth reads is driver.raw_exec.enable",
+		`client { options = { "driver.raw_exec.enable" = "yes" } }`: "want true or false",
+	} {
+		_, err := ParseConfig("x.hcl", []byte(src))
+		must.ErrorContains(t, err, want, must.Sprint(src))
+	}
+}
