@@ -241,7 +241,7 @@ client {
 	must.ErrorContains(t, err, `client.network_interface "nosuch0": no such interface (this host has lo`)
 
 	for src, want := range map[string]string{
-		`client { chroot_env = { "/bin" = "/bin" } }`:              "Berth's exec driver builds each task's root",
+		`client { chroot_env = { "/bin" = "/bin" } }`:               "Berth's exec driver builds each task's root",
 		`client { options = { "driver.allowlist" = "exec" } }`:      `plugin "raw_exec" {} enables raw_exec`,
 		`client { options = { "user.denylist" = "root" } }`:         "the one client option Berth reads is driver.raw_exec.enable",
 		`client { options = { "driver.raw_exec.enable" = "yes" } }`: "want true or false",
