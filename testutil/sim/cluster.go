@@ -219,7 +219,10 @@ func start(t testing.TB, s *Schedule, w *Witness) (*simCluster, error) {
 			})
 		}
 	}
-	if err := c.rpc("CSIVolume.Register", &structs.CSIVolumeRegisterRequest{Volumes: vols}, &structs.CSIVolumeRegisterResponse{}); err != nil {
+	// Retried: three servers may still be settling their first leader.
+	if err := waitFor(20*time.Second, func() error {
+		return c.rpc("CSIVolume.Register", &structs.CSIVolumeRegisterRequest{Volumes: vols}, &structs.CSIVolumeRegisterResponse{})
+	}); err != nil {
 		return nil, fmt.Errorf("registering volumes: %w", err)
 	}
 	return c, nil
