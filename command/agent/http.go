@@ -123,6 +123,10 @@ func (s *HTTPServer) registerHandlers() {
 	// The web UI: a static shell; its script reads the API with the caller's token.
 	s.mux.Handle(ui.Prefix, ui.Handler())
 	s.mux.HandleFunc("/", s.wrap(func(w http.ResponseWriter, r *http.Request) (any, error) {
+		if r.URL.Path == "/" && r.Method == http.MethodGet {
+			http.Redirect(w, r, ui.Prefix, http.StatusTemporaryRedirect) // as Nomad's agent does
+			return nil, nil
+		}
 		return nil, CodedError(http.StatusNotFound, "no such endpoint: "+r.URL.Path)
 	}))
 }
