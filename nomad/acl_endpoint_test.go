@@ -255,7 +255,8 @@ var wantRules = map[string]string{
 	"HTTP.ClientFSLogs": "namespace:read-logs", "HTTP.AuditLog": "management",
 	"HTTP.EventStream": "namespace:read-job", "HTTP.EventStreamNode": "node:read",
 	"HTTP.EventStreamVolume": "namespace:csi-read-volume", "HTTP.EventStreamPlugin": "plugin:read",
-	"HTTP.JobsParse": "namespace:parse-job", "HTTP.ClientStats": "node:read",
+	"HTTP.EventStreamAllNamespaces": "management",
+	"HTTP.JobsParse":                "namespace:parse-job", "HTTP.ClientStats": "node:read",
 	"HTTP.ClientAllocStats": "namespace:read-job",
 }
 

@@ -123,6 +123,14 @@ func (s *HTTPServer) authorizeTopics(r *http.Request, req stream.Request) error 
 		}
 		need[endpoints[t]] = true
 	}
+	// The stream is not filtered event by event against the token's
+	// policies: every namespace at once needs a management token, any
+	// other token subscribes per namespace.
+	if req.Namespace == structs.AllNamespaces {
+		if err := s.authorizeHTTP(r, structs.HTTPEventStreamAllNamespaces, ""); err != nil {
+			return err
+		}
+	}
 	for _, e := range []string{structs.HTTPEventStream, structs.HTTPEventStreamNode,
 		structs.HTTPEventStreamVolume, structs.HTTPEventStreamPlugin} {
 		if need[e] {

@@ -4,12 +4,15 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/shoenig/test/must"
+
+	"github.com/berth-io/berth/api"
 )
 
 // eventReader reads an event stream line by line.
@@ -121,4 +124,48 @@ func TestHTTP_EventStream_NodePayloadHasNoSecret(t *testing.T) {
 	must.NoError(t, err)
 	must.StrNotContains(t, string(raw), node.SecretID)
 	must.StrContains(t, string(raw), node.ID)
+}
+
+func TestHTTP_EventStream_ACLs(t *testing.T) {
+	a, _ := newACLAgent(t)
+	boot, _, err := apiClient(t, a, "").ACLTokens().Bootstrap(nil)
+	must.NoError(t, err)
+	mgmt := apiClient(t, a, boot.SecretID)
+	_, err = mgmt.ACLPolicies().Upsert(&api.ACLPolicy{Name: "vols",
+		Rules: `namespace "default" { capabilities = ["csi-read-volume"] }`}, nil)
+	must.NoError(t, err)
+	tok, _, err := mgmt.ACLTokens().Create(&api.ACLToken{Name: "vols", Type: "client", Policies: []string{"vols"}}, nil)
+	must.NoError(t, err)
+
+	status := func(token, query string) (int, string) {
+		req, err := http.NewRequest(http.MethodGet, "http://"+a.HTTPAddr()+"/v1/event/stream?"+query, nil)
+		must.NoError(t, err)
+		req.Header.Set("X-Nomad-Token", token)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+		must.NoError(t, err)
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(b)
+		}
+		return resp.StatusCode, ""
+	}
+	code, _ := status(tok.SecretID, "topic=CSIVolume&topic=Claim")
+	must.Eq(t, http.StatusOK, code)
+	code, body := status(tok.SecretID, "topic=Job")
+	must.Eq(t, http.StatusForbidden, code)
+	must.StrContains(t, body, "read-job")
+	code, _ = status(tok.SecretID, "topic=Node")
+	must.Eq(t, http.StatusForbidden, code)
+	code, _ = status(tok.SecretID, "topic=CSIVolume&namespace=prod")
+	must.Eq(t, http.StatusForbidden, code)
+	// Every namespace at once: management only.
+	code, _ = status(tok.SecretID, "topic=CSIVolume&namespace=*")
+	must.Eq(t, http.StatusForbidden, code)
+	code, _ = status(boot.SecretID, "namespace=*")
+	must.Eq(t, http.StatusOK, code)
+	code, _ = status("", "topic=CSIVolume")
+	must.Eq(t, http.StatusForbidden, code)
 }

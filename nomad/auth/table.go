@@ -180,6 +180,7 @@ var table = []Endpoint{
 	httpOnly(structs.HTTPEventStreamNode, kind(NodeRead)),
 	httpOnly(structs.HTTPEventStreamVolume, ns(acl.CapCSIReadVolume)),
 	httpOnly(structs.HTTPEventStreamPlugin, kind(PluginRead)),
+	httpOnly(structs.HTTPEventStreamAllNamespaces, kind(Management)),
 	httpOnly(structs.HTTPJobsParse, ns(acl.CapParseJob)),
 	httpOnly(structs.HTTPClientStats, kind(NodeRead)),
 	httpOnly(structs.HTTPClientAllocStats, ns(acl.CapReadJob)),

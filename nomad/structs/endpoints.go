@@ -85,8 +85,11 @@ const (
 	HTTPEventStreamNode   = "HTTP.EventStreamNode"
 	HTTPEventStreamVolume = "HTTP.EventStreamVolume"
 	HTTPEventStreamPlugin = "HTTP.EventStreamPlugin"
-	HTTPJobsParse         = "HTTP.JobsParse"
-	HTTPClientStats       = "HTTP.ClientStats"
+	// HTTPEventStreamAllNamespaces is namespace=*: events of every
+	// namespace, which one namespace's capabilities cannot vouch for.
+	HTTPEventStreamAllNamespaces = "HTTP.EventStreamAllNamespaces"
+	HTTPJobsParse                = "HTTP.JobsParse"
+	HTTPClientStats              = "HTTP.ClientStats"
 	// HTTPClientAllocStats is authorized in the alloc's own namespace.
 	HTTPClientAllocStats = "HTTP.ClientAllocStats"
 )
