@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -40,6 +41,7 @@ func main() {
 	flag.DurationVar(&o.settle, "settle", 0, "how long to watch heartbeats once every node is up (default: 1.5 heartbeat TTLs)")
 	flag.IntVar(&o.startConcurrency, "start-concurrency", 32, "nodes started at once")
 	flag.StringVar(&o.logLevel, "log-level", "off", "log level of the clients and server")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run (server and nodes) to this file")
 	flag.Parse()
 	if err := o.validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "berth-nodesim:", err)
@@ -50,10 +52,30 @@ func main() {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
 	o.logger = hclog.New(&hclog.LoggerOptions{Name: "nodesim", Level: hclog.LevelFromString(o.logLevel), Output: os.Stderr})
-	res, err := run(ctx, &o)
+	// Progress goes to stderr whatever -log-level says.
+	progress := hclog.New(&hclog.LoggerOptions{Name: "nodesim", Level: hclog.Info, Output: os.Stderr})
+	o.progress = progress
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "berth-nodesim:", err)
+			os.Exit(2)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "berth-nodesim:", err)
+			os.Exit(2)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	res, cleanup, err := run(ctx, &o)
 	res.print(os.Stdout, &o)
+	cleanupCtx, cancelCleanup := context.WithTimeout(context.Background(), time.Minute)
+	cleanup(cleanupCtx)
+	cancelCleanup()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "berth-nodesim:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
@@ -68,6 +90,7 @@ type options struct {
 	startConcurrency int
 	logLevel         string
 	logger           hclog.Logger
+	progress         hclog.Logger
 }
 
 func (o *options) validate() error {

@@ -17,11 +17,12 @@ import (
 // unpublished and freed, and the table says so.
 func TestRun_SmallClusterClaimsPublishesAndFrees(t *testing.T) {
 	o := &options{nodes: 3, allocs: 6, state: "mem", settle: 100 * time.Millisecond, raftMem: true,
-		startConcurrency: 3, logger: hclog.NewNullLogger()}
+		startConcurrency: 3, logger: hclog.NewNullLogger(), progress: hclog.NewNullLogger()}
 	must.NoError(t, o.validate())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res, err := run(ctx, o)
+	res, cleanup, err := run(ctx, o)
+	defer cleanup(context.Background())
 	must.NoError(t, err)
 	must.Eq(t, 3, res.nodesReady)
 	must.Eq(t, 3, res.pluginHealthy)

@@ -37,13 +37,27 @@ type result struct {
 	heartbeatTTL                                                   time.Duration
 }
 
-func run(ctx context.Context, o *options) (res *result, err error) {
+// run runs the simulation. Teardown (stopping nodes and the server,
+// removing the temporary dir) is left to the returned cleanup, so that the
+// caller can print the table first; cleanup stops waiting once its ctx ends.
+func run(ctx context.Context, o *options) (res *result, cleanup func(context.Context), err error) {
 	res = &result{rss: map[string]int64{}}
+	var teardown []func(context.Context)
+	cleanup = func(ctx context.Context) {
+		for _, f := range slices.Backward(teardown) {
+			f(ctx)
+		}
+	}
+	res, err = simulate(ctx, o, res, func(f func(context.Context)) { teardown = append(teardown, f) })
+	return res, cleanup, err
+}
+
+func simulate(ctx context.Context, o *options, res *result, deferred func(func(context.Context))) (*result, error) {
 	dir, err := os.MkdirTemp("", "nodesim")
 	if err != nil {
 		return res, err
 	}
-	defer os.RemoveAll(dir)
+	deferred(func(context.Context) { os.RemoveAll(dir) })
 
 	var rpc client.RPCer
 	newRPC := func() client.RPCer { return newRemote(o.address) }
@@ -54,14 +68,14 @@ func run(ctx context.Context, o *options) (res *result, err error) {
 		if err != nil {
 			return res, err
 		}
-		defer s.Shutdown()
+		deferred(func(context.Context) { s.Shutdown() })
 		rpc = inProcess{s}
 		newRPC = func() client.RPCer { return inProcess{s} }
 		rssPid = os.Getpid()
 		res.rssWhose = "this process (server and every simulated node)"
 	} else {
 		r := newRemote(o.address)
-		defer r.Close()
+		deferred(func(context.Context) { r.Close() })
 		rpc = r
 	}
 	if rssPid == 0 {
@@ -78,7 +92,7 @@ func run(ctx context.Context, o *options) (res *result, err error) {
 	pubs := newPublishes()
 	start := time.Now()
 	nodes, err := startNodes(ctx, o, dir, newRPC, pubs)
-	defer stopNodes(nodes)
+	deferred(func(ctx context.Context) { stopNodes(ctx, nodes) })
 	res.nodesStarted = len(nodes)
 	if err != nil {
 		return res, err
@@ -103,6 +117,7 @@ func run(ctx context.Context, o *options) (res *result, err error) {
 		return res, err
 	}
 	sample("nodes")
+	o.progress.Info("every node ready", "nodes", o.nodes, "took", res.startTime)
 
 	// Heartbeats: every node must stay ready for longer than a TTL.
 	res.heartbeatTTL = heartbeatTTL(rpc, o)
@@ -146,6 +161,7 @@ func run(ctx context.Context, o *options) (res *result, err error) {
 	}
 	res.registerTime = time.Since(start)
 	sample("volumes")
+	o.progress.Info("volumes registered", "volumes", res.volumes, "took", res.registerTime)
 
 	// The job: every alloc claims its own volume.
 	job := simJob(o.allocs)
@@ -179,6 +195,7 @@ func run(ctx context.Context, o *options) (res *result, err error) {
 		return res, err
 	}
 	sample("claims")
+	o.progress.Info("every alloc placed and published", "allocs", o.allocs, "took", res.publishTime)
 	res.createToPublished, res.claimToPublished = latencies(rpc, allocs, pubs)
 
 	// Stop: every volume unpublished and every claim freed.
@@ -268,18 +285,28 @@ func startNodes(ctx context.Context, o *options, dir string, newRPC func() clien
 	return out, nil
 }
 
-// stopNodes shuts every node down, many at once.
-func stopNodes(nodes []*simNode) {
-	sem := make(chan struct{}, 64)
+// stopNodes shuts every node down, many at once, until ctx ends; the
+// process exits soon after anyway.
+func stopNodes(ctx context.Context, nodes []*simNode) {
+	sem := make(chan struct{}, 128)
 	var wg sync.WaitGroup
 	for _, n := range nodes {
-		sem <- struct{}{}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
 		wg.Go(func() {
 			defer func() { <-sem }()
 			n.stop()
 		})
 	}
-	wg.Wait()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 func readyNodes(rpc client.RPCer) (int, error) {
