@@ -40,6 +40,24 @@ type TaskGroup struct {
 	RestartPolicy    *RestartPolicy
 	ReschedulePolicy *ReschedulePolicy
 	Meta             map[string]string
+	// EphemeralDisk is Nomad's ephemeral_disk; Berth reads only SizeMB and
+	// does not reserve it (the registration warns so).
+	EphemeralDisk *EphemeralDisk `json:",omitempty"`
+}
+
+// EphemeralDisk is a group's local disk request.
+type EphemeralDisk struct {
+	Sticky  *bool `json:",omitempty"`
+	Migrate *bool `json:",omitempty"`
+	SizeMB  *int  `json:",omitempty"`
+}
+
+// LogConfig bounds a task's logs: at most MaxFiles files of MaxFileSizeMB
+// each, per stream.
+type LogConfig struct {
+	MaxFiles      *int  `json:",omitempty"`
+	MaxFileSizeMB *int  `json:",omitempty"`
+	Disabled      *bool `json:",omitempty"`
 }
 
 // Canonicalize fills a group's defaults within job j (which must be
@@ -258,6 +276,7 @@ type Task struct {
 	KillTimeout     *time.Duration
 	VolumeMounts    []*VolumeMount
 	CSIPluginConfig *TaskCSIPluginConfig `json:",omitempty"`
+	LogConfig       *LogConfig           `json:",omitempty"`
 }
 
 // Canonicalize fills a task's defaults: resources, a 5s kill timeout, the

@@ -62,14 +62,14 @@ var (
 		attrs: []string{"count"},
 		blocks: []blockSchema{
 			{"task", []string{"name"}}, {"volume", []string{"name"}}, {"constraint", nil},
-			{"restart", nil}, {"reschedule", nil},
+			{"restart", nil}, {"reschedule", nil}, {"ephemeral_disk", nil},
 		},
 		maps: []string{"meta"},
 	}
 	taskSchema = schema{
 		attrs: []string{"driver", "kill_timeout", "user"},
 		blocks: []blockSchema{
-			{"resources", nil}, {"volume_mount", nil}, {"csi_plugin", nil}, {"constraint", nil},
+			{"resources", nil}, {"volume_mount", nil}, {"csi_plugin", nil}, {"constraint", nil}, {"logs", nil},
 		},
 		maps: []string{"config", "env", "meta"},
 	}
@@ -77,6 +77,8 @@ var (
 	restartSchema      = schema{attrs: []string{"attempts", "interval", "delay", "mode"}}
 	rescheduleSchema   = schema{attrs: []string{"attempts", "interval", "delay", "delay_function", "max_delay", "unlimited"}}
 	resourcesSchema    = schema{attrs: []string{"cpu", "memory"}}
+	ephemeralSchema    = schema{attrs: []string{"size", "migrate", "sticky"}}
+	logsSchema         = schema{attrs: []string{"max_files", "max_file_size", "disabled"}}
 	mountOptionsSchema = schema{attrs: []string{"fs_type", "mount_flags"}}
 	volumeSchema       = schema{
 		attrs:  []string{"type", "source", "read_only", "sticky", "access_mode", "attachment_mode", "per_alloc"},
@@ -197,6 +199,9 @@ func (d *decoder) group(b *hcl.Block, jobType string) *api.TaskGroup {
 	}
 	if rb := d.single(c, "reschedule", "a group"); rb != nil {
 		g.ReschedulePolicy = d.reschedule(rb)
+	}
+	if eb := d.single(c, "ephemeral_disk", "a group"); eb != nil {
+		g.EphemeralDisk = d.ephemeralDisk(eb)
 	}
 
 	count := 1
@@ -346,7 +351,43 @@ func (d *decoder) task(b *hcl.Block, g *api.TaskGroup) *api.Task {
 	if pb := d.single(c, "csi_plugin", where); pb != nil {
 		t.CSIPluginConfig = d.csiPlugin(pb)
 	}
+	if lb := d.single(c, "logs", where); lb != nil {
+		t.LogConfig = d.logs(lb)
+	}
 	return t
+}
+
+// ephemeralDisk reads ephemeral_disk. Berth keeps an alloc's directory
+// under the client's data_dir without reserving space, and never moves
+// it to a replacement alloc, so sticky and migrate are refused.
+func (d *decoder) ephemeralDisk(b *hcl.Block) *api.EphemeralDisk {
+	c := d.content(b.Body, ephemeralSchema)
+	e := &api.EphemeralDisk{SizeMB: d.intPtr(c.attrs["size"], 1, math.MaxInt32)}
+	for _, name := range []string{"sticky", "migrate"} {
+		if a := c.attrs[name]; a != nil {
+			if v := d.boolPtr(a); v != nil && *v {
+				d.errorf(a.Expr.Range(), "ephemeral_disk %s = true is not supported: Berth does not carry an alloc's "+
+					"directory over to its replacement; keep data that must outlive an alloc in a CSI volume", name)
+			}
+		}
+	}
+	return e
+}
+
+// logs reads a task's logs block: the rotation of its stdout and stderr.
+func (d *decoder) logs(b *hcl.Block) *api.LogConfig {
+	c := d.content(b.Body, logsSchema)
+	l := &api.LogConfig{
+		MaxFiles:      d.intPtr(c.attrs["max_files"], 2, 1000),
+		MaxFileSizeMB: d.intPtr(c.attrs["max_file_size"], 1, 1<<20),
+	}
+	if a := c.attrs["disabled"]; a != nil {
+		if v := d.boolPtr(a); v != nil && *v {
+			d.errorf(a.Expr.Range(), "logs disabled = true is not supported: Berth always keeps a task's logs, "+
+				"bounded by max_files × max_file_size (MB) per stream; lower those instead")
+		}
+	}
+	return l
 }
 
 // config reads a task's config block (or config = { ... }) into the

@@ -108,6 +108,9 @@ func apiTaskToStructs(t *api.Task) *structs.Task {
 			ReadOnly: deref(m.ReadOnly), PropagationMode: deref(m.PropagationMode),
 		})
 	}
+	if lc := t.LogConfig; lc != nil {
+		out.LogConfig = &structs.LogConfig{MaxFiles: deref(lc.MaxFiles), MaxFileSizeMB: deref(lc.MaxFileSizeMB)}
+	}
 	if c := t.CSIPluginConfig; c != nil {
 		out.CSIPluginConfig = &structs.TaskCSIPluginConfig{
 			ID: c.ID, Type: structs.CSIPluginType(c.Type), MountDir: c.MountDir,
@@ -214,6 +217,9 @@ func taskToAPI(t *structs.Task) *api.Task {
 			Volume: ptr(m.Volume), Destination: ptr(m.Destination), ReadOnly: ptr(m.ReadOnly),
 			PropagationMode: ptr(m.PropagationMode), SELinuxLabel: ptr(""),
 		})
+	}
+	if lc := t.LogConfig; lc != nil {
+		out.LogConfig = &api.LogConfig{MaxFiles: ptr(lc.MaxFiles), MaxFileSizeMB: ptr(lc.MaxFileSizeMB)}
 	}
 	if c := t.CSIPluginConfig; c != nil {
 		out.CSIPluginConfig = &api.TaskCSIPluginConfig{

@@ -91,8 +91,34 @@ func (s *HTTPServer) jobRegister(w http.ResponseWriter, r *http.Request, pathID 
 	setIndex(w, reply.Index)
 	return jobRegisterReply{
 		EvalID: reply.EvalID, EvalCreateIndex: reply.EvalCreateIndex, JobModifyIndex: reply.JobModifyIndex,
-		Warnings: reply.Warnings, Index: reply.Index,
+		Warnings: joinWarnings(reply.Warnings, ephemeralDiskWarning(body.Job)), Index: reply.Index,
 	}, nil
+}
+
+// ephemeralDiskWarning says, for a job whose groups ask for ephemeral
+// disk, that Berth does not reserve it ("" when none asks).
+func ephemeralDiskWarning(j *api.Job) string {
+	var groups []string
+	for _, tg := range j.TaskGroups {
+		if tg != nil && tg.EphemeralDisk != nil && tg.EphemeralDisk.SizeMB != nil {
+			groups = append(groups, strconv.Quote(deref(tg.Name)))
+		}
+	}
+	if len(groups) == 0 {
+		return ""
+	}
+	return "ephemeral_disk size of group " + strings.Join(groups, ", ") +
+		" is not reserved: Berth places allocs by CPU and memory only, and an alloc's directory uses the client's data_dir as it needs"
+}
+
+func joinWarnings(ws ...string) string {
+	var out []string
+	for _, w := range ws {
+		if w != "" {
+			out = append(out, w)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // requestJob turns the job of a register or plan body into the servers'

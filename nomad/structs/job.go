@@ -371,6 +371,16 @@ type Task struct {
 	User        string
 	Constraints []*Constraint
 	Meta        map[string]string
+	// LogConfig bounds the task's logs; nil keeps the client's defaults.
+	LogConfig *LogConfig
+}
+
+// LogConfig is a task's log rotation: at most MaxFiles files (the live
+// one included) of MaxFileSizeMB each, per stream; zero keeps the
+// client's default.
+type LogConfig struct {
+	MaxFiles      int
+	MaxFileSizeMB int
 }
 
 // Copy returns a deep copy (Config is copied one level deep).
@@ -381,6 +391,10 @@ func (t *Task) Copy() *Task {
 	out := *t
 	out.Config = maps.Clone(t.Config)
 	out.Env = maps.Clone(t.Env)
+	if t.LogConfig != nil {
+		lc := *t.LogConfig
+		out.LogConfig = &lc
+	}
 	if t.Resources != nil {
 		r := *t.Resources
 		out.Resources = &r

@@ -166,7 +166,7 @@ func New(cfg *Config) (*Runner, error) {
 	}
 
 	hc := &HookConfig{Alloc: a, Task: t, AllocDir: cfg.AllocDir, TaskDir: r.taskDir, Resources: cfg.Resources, Lifecycle: r, Logger: r.logger}
-	r.hooks = []Hook{newEnvHook(), newLogsHook(cfg.Logs, r.taskDir.LogDir, t.Name, r.logger)}
+	r.hooks = []Hook{newEnvHook(), newLogsHook(taskLogs(cfg.Logs, t.LogConfig), r.taskDir.LogDir, t.Name, r.logger)}
 	for _, f := range cfg.Hooks {
 		r.hooks = append(r.hooks, f(hc))
 	}
@@ -257,4 +257,19 @@ func setRestarting(ts *structs.TaskState) {
 	ts.State = structs.TaskStatePending
 	ts.Restarts++
 	ts.LastRestart = time.Now().UnixNano()
+}
+
+// taskLogs is the client's log rotation with what the task's logs block
+// sets laid over it.
+func taskLogs(client logs.Config, task *structs.LogConfig) logs.Config {
+	if task == nil {
+		return client
+	}
+	if task.MaxFiles > 0 {
+		client.MaxFiles = task.MaxFiles
+	}
+	if task.MaxFileSizeMB > 0 {
+		client.MaxFileSize = int64(task.MaxFileSizeMB) << 20
+	}
+	return client
 }
