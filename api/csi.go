@@ -341,6 +341,21 @@ type CSIVolume struct {
 	// volume is published on (Berth only; node plugins with
 	// GET_VOLUME_STATS).
 	Stats map[string]*CSIVolumeStats `json:",omitempty"`
+	// Expansion is the last expansion of the volume (Berth only).
+	Expansion *CSIVolumeExpansion `json:",omitempty"`
+}
+
+// CSIVolumeExpansion is the last expansion of a volume, step by step
+// (Berth only).
+type CSIVolumeExpansion struct {
+	RequestedBytes int64
+	ControllerDone bool
+	CapacityBytes  int64
+	NodeRequired   bool
+	// Nodes says, by node ID, "pending" or "expanded".
+	Nodes map[string]string `json:",omitempty"`
+	Error string            `json:",omitempty"`
+	Time  int64
 }
 
 // CSIVolumeStats is one node's sample of a volume's usage (Berth only).

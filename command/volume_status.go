@@ -185,6 +185,11 @@ func (c *VolumeStatusCommand) formatVolume(v *api.CSIVolume) string {
 		b.WriteString(table(rows))
 	}
 
+	if e := v.Expansion; e != nil {
+		b.WriteString("\n\nExpansion\n")
+		b.WriteString(expansionText(e))
+	}
+
 	if len(v.Stats) > 0 {
 		b.WriteString("\n\nUsage\n")
 		b.WriteString(table(statsRows(v.Stats, c.verbose)))
@@ -361,4 +366,30 @@ func statsRows(stats map[string]*api.CSIVolumeStats, verbose bool) [][]string {
 			count(st.UsedInodes), count(st.AvailableInodes), cond, formatTime(time.Unix(0, st.SampledAt))})
 	}
 	return rows
+}
+
+// expansionText says where the last expansion got.
+func expansionText(e *api.CSIVolumeExpansion) string {
+	step := "controller: pending"
+	if e.ControllerDone {
+		step = "controller: expanded to " + humanBytes(e.CapacityBytes)
+	}
+	lines := [][2]string{{"Requested", humanBytes(e.RequestedBytes)}, {"Controller", strings.TrimPrefix(step, "controller: ")}}
+	if e.NodeRequired {
+		ids := make([]string, 0, len(e.Nodes))
+		for id := range e.Nodes {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		var nodes []string
+		for _, id := range ids {
+			nodes = append(nodes, shortID(id, false)+" "+e.Nodes[id])
+		}
+		lines = append(lines, [2]string{"Nodes", strings.Join(nodes, ", ")})
+	}
+	if e.Error != "" {
+		lines = append(lines, [2]string{"Last Error", e.Error})
+	}
+	lines = append(lines, [2]string{"Updated", formatTime(time.Unix(0, e.Time))})
+	return kv(lines)
 }

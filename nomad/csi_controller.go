@@ -107,6 +107,22 @@ func (c *csiControllers) create(ctx context.Context, vol *structs.CSIVolume) (*s
 	return &reply, nil
 }
 
+// expand grows vol in the provider to at least min bytes
+// (ControllerExpandVolume).
+func (c *csiControllers) expand(ctx context.Context, vol *structs.CSIVolume, min, max int64) (*structs.ClientCSIControllerExpandResponse, error) {
+	args := &structs.ClientCSIControllerExpandRequest{
+		ClientCSIControllerRequest: controllerRequest(vol), CapacityMin: min, CapacityMax: max,
+	}
+	if len(vol.RequestedCapabilities) > 0 {
+		args.Capability = vol.RequestedCapabilities[0]
+	}
+	var reply structs.ClientCSIControllerExpandResponse
+	if err := c.call(ctx, vol.PluginID, "CSIController.Expand", args, &reply); err != nil {
+		return nil, err
+	}
+	return &reply, nil
+}
+
 // delete deletes vol in the provider; a volume already gone is a success.
 func (c *csiControllers) delete(ctx context.Context, vol *structs.CSIVolume) error {
 	args := &structs.ClientCSIControllerDeleteRequest{ClientCSIControllerRequest: controllerRequest(vol)}

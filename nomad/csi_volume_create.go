@@ -86,6 +86,14 @@ func (v *CSIVolumeEndpoint) createOne(sc *scheduling, vol *structs.CSIVolume) (*
 	if err != nil {
 		return nil, 0, err
 	}
+	if existing != nil && existing.State == structs.CSIVolumeStateReady && vol.RequestedCapacityMin > existing.Capacity && existing.Capacity > 0 {
+		return v.expandLocked(ctx, existing, vol.RequestedCapacityMin, vol.RequestedCapacityMax)
+	}
+	if existing != nil && existing.State == structs.CSIVolumeStateReady && vol.RequestedCapacityMax > 0 && vol.RequestedCapacityMax < existing.Capacity {
+		return nil, 0, structs.NewError(structs.CodeInvalid,
+			"volume %q is %d bytes and capacity_max asks for at most %d: volumes never shrink; keep capacity_max at %d or more",
+			vol.ID, existing.Capacity, vol.RequestedCapacityMax, existing.Capacity)
+	}
 	if existing != nil && existing.State != structs.CSIVolumeStateCreating {
 		return nil, 0, structs.NewError(structs.CodeConflict,
 			"volume %q already exists (%s); choose another ID, or 'berth volume deregister %s' first if Berth should forget it "+
@@ -301,4 +309,74 @@ func shortID(id string) string {
 		return id[:8]
 	}
 	return id
+}
+
+// expandLocked grows a ready volume to at least min bytes, under the
+// volume's lock: ControllerExpandVolume when a controller of the plugin
+// advertises EXPAND_VOLUME, each step recorded in Raft on the volume's
+// Expansion. When the plugin says node_expansion_required, the nodes that
+// stage or publish the volume are listed as pending: NodeExpandVolume on
+// them is not done yet (DESIGN.md §4).
+func (v *CSIVolumeEndpoint) expandLocked(ctx context.Context, existing *structs.CSIVolume, minBytes, maxBytes int64) (*structs.CSIVolume, uint64, error) {
+	if maxBytes > 0 && maxBytes < minBytes {
+		return nil, 0, structs.NewError(structs.CodeInvalid, "expanding volume %q: capacity_max %d is below capacity_min %d", existing.ID, maxBytes, minBytes)
+	}
+	plugin, err := v.srv.State().CSIPluginByID(nil, existing.PluginID)
+	if err != nil {
+		return nil, 0, err
+	}
+	expands := false
+	if plugin != nil {
+		for _, info := range plugin.Controllers {
+			if info != nil && info.ControllerInfo != nil && info.ControllerInfo.SupportsExpand {
+				expands = true
+			}
+		}
+	}
+	if !expands {
+		return nil, 0, structs.NewError(structs.CodeInvalid,
+			"expanding volume %q from %d to %d bytes: no controller of plugin %q can expand volumes (no EXPAND_VOLUME capability); keep capacity_min at %d or less",
+			existing.ID, existing.Capacity, minBytes, existing.PluginID, existing.Capacity)
+	}
+	vol := existing.Copy()
+	record := func() (uint64, error) {
+		vol.Expansion.Time = time.Now().UnixNano()
+		_, index, err := v.srv.raftApply(structs.CSIVolumeRegisterRequestType, &structs.CSIVolumeRegisterRequest{
+			Volumes: []*structs.CSIVolume{vol}, Timestamp: time.Now().UnixNano(),
+		})
+		return index, err
+	}
+	vol.Expansion = &structs.CSIVolumeExpansion{RequestedBytes: minBytes}
+	out, err := v.srv.csiControllers.expand(ctx, vol, minBytes, maxBytes)
+	if err != nil {
+		vol.Expansion.Error = err.Error()
+		if _, rerr := record(); rerr != nil {
+			v.srv.logger.Warn("recording a failed expansion", "volume_id", vol.ID, "error", rerr)
+		}
+		return nil, 0, structs.NewError(structs.CodeOf(err), "expanding volume %q with plugin %q: %v; run 'berth volume create' with the same spec again to retry",
+			vol.ID, vol.PluginID, err)
+	}
+	vol.Expansion.ControllerDone = true
+	vol.Expansion.CapacityBytes = out.CapacityBytes
+	vol.Capacity = max(out.CapacityBytes, minBytes)
+	vol.RequestedCapacityMin, vol.RequestedCapacityMax = minBytes, maxBytes
+	if out.NodeExpansionRequired {
+		vol.Expansion.NodeRequired = true
+		vol.Expansion.Nodes = map[string]string{}
+		for _, c := range vol.Claims {
+			if c.Step == structs.CSIClaimReserved || c.Step == structs.CSIClaimTaken {
+				vol.Expansion.Nodes[c.NodeID] = "pending"
+			}
+		}
+	}
+	index, err := record()
+	if err != nil {
+		return nil, 0, fmt.Errorf("volume %q was expanded by plugin %q to %d bytes but recording it failed (%w); run 'berth volume create' again",
+			vol.ID, vol.PluginID, out.CapacityBytes, err)
+	}
+	stored, err := v.srv.State().CSIVolumeByID(nil, vol.Namespace, vol.ID)
+	if err != nil || stored == nil {
+		return nil, 0, fmt.Errorf("reading back volume %q: %v", vol.ID, err)
+	}
+	return stored, index, nil
 }

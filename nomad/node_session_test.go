@@ -33,15 +33,18 @@ func (f *fakeIdentity) Identify(_ *structs.NodeSessionIdentifyRequest, reply *st
 // fakeController is a client's CSIController endpoint.
 type fakeController struct {
 	// mu guards everything below.
-	mu         sync.Mutex
-	calls      []string // method names in call order
-	publish    []*structs.ClientCSIControllerPublishRequest
-	create     []*structs.ClientCSIControllerCreateRequest
-	delete     []*structs.ClientCSIControllerDeleteRequest
-	validate   []*structs.ClientCSIControllerValidateRequest
-	snapshots  []*structs.ClientCSIControllerSnapshotRequest
-	errs       map[string][]error // next answers per method
-	externalID string
+	mu        sync.Mutex
+	calls     []string // method names in call order
+	publish   []*structs.ClientCSIControllerPublishRequest
+	create    []*structs.ClientCSIControllerCreateRequest
+	delete    []*structs.ClientCSIControllerDeleteRequest
+	validate  []*structs.ClientCSIControllerValidateRequest
+	snapshots []*structs.ClientCSIControllerSnapshotRequest
+	expand    []*structs.ClientCSIControllerExpandRequest
+	// nodeExpansion is Expand's node_expansion_required.
+	nodeExpansion bool
+	errs          map[string][]error // next answers per method
+	externalID    string
 }
 
 func (f *fakeController) answer(method string) error {
@@ -137,6 +140,18 @@ func (f *fakeController) Delete(args *structs.ClientCSIControllerDeleteRequest, 
 	defer f.mu.Unlock()
 	f.delete = append(f.delete, args)
 	return f.answer("Delete")
+}
+
+func (f *fakeController) Expand(args *structs.ClientCSIControllerExpandRequest, reply *structs.ClientCSIControllerExpandResponse) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.expand = append(f.expand, args)
+	if err := f.answer("Expand"); err != nil {
+		return err
+	}
+	reply.CapacityBytes = args.CapacityMin
+	reply.NodeExpansionRequired = f.nodeExpansion
+	return nil
 }
 
 func (f *fakeController) methods() []string {

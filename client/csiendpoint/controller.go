@@ -209,3 +209,28 @@ func snapshotOf(s *csi.Snapshot, pluginID string) *structs.CSISnapshot {
 	}
 	return out
 }
+
+// Expand runs ControllerExpandVolume.
+func (e *Controller) Expand(args *structs.ClientCSIControllerExpandRequest, reply *structs.ClientCSIControllerExpandResponse) error {
+	cl, err := e.controller(&args.ClientCSIControllerRequest)
+	if err != nil {
+		return err
+	}
+	req := &csi.ControllerExpandVolumeRequest{
+		ExternalID:    args.ExternalID,
+		CapacityRange: &csi.CapacityRange{RequiredBytes: args.CapacityMin, LimitBytes: args.CapacityMax},
+		Secrets:       args.Secrets,
+	}
+	if c := args.Capability; c != nil {
+		req.VolumeCapability = csi.CapabilityFor(c.AccessMode, c.AttachmentMode, nil)
+	}
+	ctx, cancel := e.callCtx()
+	defer cancel()
+	resp, err := cl.ControllerExpandVolume(ctx, req)
+	if err != nil {
+		return e.failed("ControllerExpandVolume", &args.ClientCSIControllerRequest, err)
+	}
+	reply.CapacityBytes = resp.CapacityBytes
+	reply.NodeExpansionRequired = resp.NodeExpansionRequired
+	return nil
+}

@@ -162,6 +162,12 @@ func volumeToAPI(v *structs.CSIVolume, h pluginHealth, allocs map[string]*struct
 	for _, c := range v.PastClaims {
 		out.PastClaims = append(out.PastClaims, claimToAPI(c))
 	}
+	if e := v.Expansion; e != nil {
+		out.Expansion = &api.CSIVolumeExpansion{
+			RequestedBytes: e.RequestedBytes, ControllerDone: e.ControllerDone, CapacityBytes: e.CapacityBytes,
+			NodeRequired: e.NodeRequired, Nodes: maps.Clone(e.Nodes), Error: e.Error, Time: e.Time,
+		}
+	}
 	for nodeID, st := range v.Stats {
 		if st == nil {
 			continue

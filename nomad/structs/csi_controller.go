@@ -120,3 +120,19 @@ type ClientCSINodeDetachRequest struct {
 	AttachmentMode CSIVolumeAttachmentMode
 	ReadOnly       bool
 }
+
+// ClientCSIControllerExpandRequest grows a volume in the provider
+// (ControllerExpandVolume).
+type ClientCSIControllerExpandRequest struct {
+	ClientCSIControllerRequest
+	CapacityMin, CapacityMax int64
+	// Capability is one the volume is used with (optional).
+	Capability *CSIVolumeCapability
+}
+
+// ClientCSIControllerExpandResponse is the new size, and whether every node
+// that stages or publishes the volume must also expand it.
+type ClientCSIControllerExpandResponse struct {
+	CapacityBytes         int64
+	NodeExpansionRequired bool
+}

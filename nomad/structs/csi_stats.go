@@ -1,6 +1,9 @@
 package structs
 
-import "time"
+import (
+	"maps"
+	"time"
+)
 
 // CSIVolumeStats is one node's sample of a published volume's usage and
 // condition (NodeGetVolumeStats). Byte and inode figures are -1 when the
@@ -63,3 +66,33 @@ const (
 	// MaxCSIConditionMessage bounds a condition message kept by the servers.
 	MaxCSIConditionMessage = 1024
 )
+
+// CSIVolumeExpansion records the last expansion of a volume, step by step
+// (Raft), for `volume status`.
+type CSIVolumeExpansion struct {
+	// RequestedBytes is the capacity_min that asked for it.
+	RequestedBytes int64
+	// ControllerDone is set once ControllerExpandVolume succeeded (or the
+	// plugin has no controller expansion); CapacityBytes is what it said.
+	ControllerDone bool
+	CapacityBytes  int64
+	// NodeRequired: the plugin said node_expansion_required; Nodes then
+	// says, by node ID, "pending" or "expanded" for each node that stages
+	// or publishes the volume.
+	NodeRequired bool
+	Nodes        map[string]string
+	// Error is the last failure, "" once a step succeeded after it.
+	Error string
+	// Time is when the expansion was last updated (unix ns).
+	Time int64
+}
+
+// Copy returns a deep copy.
+func (e *CSIVolumeExpansion) Copy() *CSIVolumeExpansion {
+	if e == nil {
+		return nil
+	}
+	out := *e
+	out.Nodes = maps.Clone(e.Nodes)
+	return &out
+}

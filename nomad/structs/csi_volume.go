@@ -74,6 +74,10 @@ type CSIVolume struct {
 	// the volumes it reads out.
 	Stats map[string]*CSIVolumeStats
 
+	// Expansion is the last expansion (re-running create or register with
+	// a larger capacity_min), nil if there was none.
+	Expansion *CSIVolumeExpansion
+
 	CreateIndex uint64
 	ModifyIndex uint64
 	CreateTime  int64
@@ -117,6 +121,7 @@ func (v *CSIVolume) Copy() *CSIVolume {
 			out.Claims[k] = c.Copy()
 		}
 	}
+	out.Expansion = v.Expansion.Copy()
 	if v.Stats != nil {
 		out.Stats = make(map[string]*CSIVolumeStats, len(v.Stats))
 		for k, st := range v.Stats {

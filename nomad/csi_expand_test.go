@@ -1,0 +1,86 @@
+package nomad_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/shoenig/test/must"
+
+	"github.com/berth-io/berth/nomad/structs"
+	"github.com/berth-io/berth/testutil"
+)
+
+// Re-running create with a larger capacity_min expands the volume through
+// the controller and records the step; without EXPAND_VOLUME, or asking
+// to shrink, it is refused with the fix; a plugin that needs node
+// expansion leaves the claim's node pending.
+func TestCSIVolumeCreate_ExpandsALargerCapacity(t *testing.T) {
+	s := csiServer(t, nil, nil)
+	node := controllerNode(0)
+	joinNode(t, s, node)
+	ctrl := &fakeController{externalID: "pv-1"}
+	openSession(t, s, node, node.SecretID, ctrl)
+	create := func(min, max int64) (*structs.CSIVolumeCreateResponse, error) {
+		vol := testVolume("db", hostpath)
+		vol.RequestedCapacityMin, vol.RequestedCapacityMax = min, max
+		var reply structs.CSIVolumeCreateResponse
+		err := s.RPC("CSIVolume.Create", &structs.CSIVolumeCreateRequest{Volumes: []*structs.CSIVolume{vol}}, &reply)
+		return &reply, err
+	}
+	testutil.WaitForResult(t, func() (bool, error) {
+		_, err := create(1<<30, 0)
+		return err == nil, err
+	})
+	must.Eq(t, int64(1<<30), getVolume(t, s, "", "db").Capacity)
+
+	// The controller does not advertise EXPAND_VOLUME.
+	_, err := create(2<<30, 0)
+	must.ErrorIs(t, err, structs.ErrInvalid)
+	must.StrContains(t, err.Error(), "no EXPAND_VOLUME capability")
+	must.SliceEmpty(t, ctrl.expands())
+
+	node.CSIControllerPlugins[hostpath].ControllerInfo.SupportsExpand = true
+	joinNode(t, s, node)
+	ctrl.mu.Lock()
+	ctrl.nodeExpansion = true
+	ctrl.mu.Unlock()
+	reply, err := create(2<<30, 0)
+	must.NoError(t, err)
+	expands := ctrl.expands()
+	must.SliceLen(t, 1, expands)
+	must.Eq(t, int64(2<<30), expands[0].CapacityMin)
+	must.Eq(t, "pv-1", expands[0].ExternalID)
+	got := getVolume(t, s, "", "db")
+	must.Eq(t, int64(2<<30), got.Capacity)
+	must.Eq(t, got.Capacity, reply.Volumes[0].Capacity)
+	must.NotNil(t, got.Expansion)
+	must.True(t, got.Expansion.ControllerDone)
+	must.True(t, got.Expansion.NodeRequired)
+	must.Eq(t, int64(2<<30), got.Expansion.RequestedBytes)
+
+	// Same size again: nothing to do, as before (a conflict naming the fix).
+	_, err = create(2<<30, 0)
+	must.ErrorIs(t, err, structs.ErrConflict)
+	must.SliceLen(t, 1, ctrl.expands())
+
+	// Shrinking is refused.
+	_, err = create(0, 1<<30)
+	must.ErrorIs(t, err, structs.ErrInvalid)
+	must.True(t, strings.Contains(err.Error(), "never shrink"), must.Sprint(err))
+	must.Eq(t, int64(2<<30), getVolume(t, s, "", "db").Capacity)
+
+	// A failed controller expansion is recorded, and the capacity kept.
+	ctrl.script("Expand", structs.NewError(structs.CodeInvalid, "rpc error: code = OutOfRange desc = too big"))
+	_, err = create(8<<30, 0)
+	must.ErrorIs(t, err, structs.ErrInvalid)
+	got = getVolume(t, s, "", "db")
+	must.Eq(t, int64(2<<30), got.Capacity)
+	must.StrContains(t, got.Expansion.Error, "too big")
+	must.False(t, got.Expansion.ControllerDone)
+}
+
+func (f *fakeController) expands() []*structs.ClientCSIControllerExpandRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]*structs.ClientCSIControllerExpandRequest(nil), f.expand...)
+}
