@@ -54,3 +54,37 @@ type AgentHealth struct {
 	Ok      bool   `json:"ok"`
 	Message string `json:"message"`
 }
+
+// ServerMembers is the cluster's servers as /v1/agent/members lists them.
+type ServerMembers struct {
+	ServerName   string
+	ServerRegion string
+	ServerDC     string
+	Members      []*AgentMember
+}
+
+// Members lists the servers, each with its status (GET /v1/agent/members).
+func (a *Agent) Members() (*ServerMembers, error) {
+	var out ServerMembers
+	if _, err := a.c.query("/v1/agent/members", &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// SearchResponse is /v1/search's answer: matching IDs per context.
+type SearchResponse struct {
+	Matches     map[string][]string
+	Truncations map[string]bool
+}
+
+// PrefixSearch finds the IDs that start with prefix in context ("all",
+// "jobs", "nodes", "allocs", "evals", "volumes", "plugins").
+func (c *Client) PrefixSearch(prefix, context string) (*SearchResponse, error) {
+	var out SearchResponse
+	body := map[string]string{"Prefix": prefix, "Context": context}
+	if _, err := c.write("PUT", "/v1/search", body, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
