@@ -293,7 +293,9 @@ func (c *AgentInfoCommand) Run(args []string) int {
 // StatusCommand finds what an ID prefix names and shows it.
 type StatusCommand struct{ Meta }
 
-func (c *StatusCommand) Synopsis() string { return "Show the job, node, alloc, eval or volume an ID prefix names" }
+func (c *StatusCommand) Synopsis() string {
+	return "Show the job, node, alloc, eval or volume an ID prefix names"
+}
 
 func (c *StatusCommand) Help() string {
 	return `Usage: berth status [options] [<prefix>]
