@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"os"
 	"testing"
 
 	"github.com/shoenig/test/must"
@@ -97,4 +98,37 @@ func TestNomadParityCommands(t *testing.T) {
 	code, _, errOut = runCLI("status", "zzz")
 	must.Eq(t, 1, code)
 	must.StrContains(t, errOut, `ID starting with "zzz"`)
+}
+
+func TestJobValidateAndHistory(t *testing.T) {
+	devAgent(t)
+	dir := t.TempDir()
+	good := dir + "/good.hcl"
+	must.NoError(t, os.WriteFile(good, []byte(`job "v" {
+  group "g" {
+    task "t" {
+      driver = "raw_exec"
+      config { command = "/bin/true" }
+    }
+  }
+}`), 0o600))
+	code, out, errOut := runCLI("job", "validate", good)
+	must.Eq(t, 0, code, must.Sprint(errOut))
+	must.StrContains(t, out, "Job validation successful")
+
+	bad := dir + "/bad.hcl"
+	must.NoError(t, os.WriteFile(bad, []byte(`job "v" { group "g" {} }`), 0o600))
+	code, _, errOut = runCLI("job", "validate", bad)
+	must.Eq(t, 1, code)
+	must.StrContains(t, errOut, "Job validation errors")
+
+	code, _, _ = runCLI("job", "history", "v")
+	must.Eq(t, 1, code, must.Sprint("validate registers nothing"))
+
+	code, _, errOut = runCLI("job", "run", "-detach", good)
+	must.Eq(t, 0, code, must.Sprint(errOut))
+	code, out, errOut = runCLI("job", "history", "v")
+	must.Eq(t, 0, code, must.Sprint(errOut))
+	must.StrContains(t, out, "Version")
+	must.StrContains(t, out, "0")
 }
