@@ -123,6 +123,16 @@ func (c *csiControllers) expand(ctx context.Context, vol *structs.CSIVolume, min
 	return &reply, nil
 }
 
+// nodeExpand asks the client of nodeID, through its node session, to grow
+// vol's file system there (NodeExpandVolume).
+func (c *csiControllers) nodeExpand(ctx context.Context, vol *structs.CSIVolume, nodeID string, minBytes, maxBytes int64) error {
+	args := &structs.ClientCSINodeExpandRequest{
+		PluginID: vol.PluginID, Namespace: vol.Namespace, VolumeID: vol.ID, ExternalID: vol.RemoteID(),
+		CapacityMin: minBytes, CapacityMax: maxBytes, Secrets: maps.Clone(vol.Secrets),
+	}
+	return c.s.nodeRPC(ctx, nodeID, "CSINode.Expand", args, &structs.ClientCSINodeExpandResponse{})
+}
+
 // delete deletes vol in the provider; a volume already gone is a success.
 func (c *csiControllers) delete(ctx context.Context, vol *structs.CSIVolume) error {
 	args := &structs.ClientCSIControllerDeleteRequest{ClientCSIControllerRequest: controllerRequest(vol)}

@@ -84,3 +84,47 @@ func (f *fakeController) expands() []*structs.ClientCSIControllerExpandRequest {
 	defer f.mu.Unlock()
 	return append([]*structs.ClientCSIControllerExpandRequest(nil), f.expand...)
 }
+
+// When the controller says node_expansion_required, each node with a live
+// claim is asked to expand (CSINode.Expand over its session); a failure
+// there is recorded and reported, and re-running create with the same
+// spec retries the node step.
+func TestCSIVolumeCreate_ExpandsOnTheClaimsNodes(t *testing.T) {
+	s := csiServer(t, nil, nil)
+	node := controllerNode(0)
+	node.CSIControllerPlugins[hostpath].ControllerInfo.SupportsExpand = true
+	joinNode(t, s, node)
+	nodeEP := &fakeNodeEndpoint{errs: []error{structs.NewError(structs.CodeInvalid, "rpc error: code = Internal desc = resize2fs failed")}}
+	ctrl := &fakeController{externalID: "pv-1", nodeExpansion: true, node: nodeEP}
+	openSession(t, s, node, node.SecretID, ctrl)
+	create := func(min int64) error {
+		vol := testVolume("db", hostpath)
+		vol.RequestedCapacityMin = min
+		return s.RPC("CSIVolume.Create", &structs.CSIVolumeCreateRequest{Volumes: []*structs.CSIVolume{vol}}, &structs.CSIVolumeCreateResponse{})
+	}
+	testutil.WaitForResult(t, func() (bool, error) {
+		err := create(1 << 30)
+		return err == nil, err
+	})
+	a := claimedAlloc(t, s, "web")
+	must.Eq(t, node.ID, a.NodeID)
+
+	err := create(2 << 30)
+	must.ErrorIs(t, err, structs.ErrRetryable)
+	must.StrContains(t, err.Error(), "resize2fs failed")
+	got := getVolume(t, s, "", "db")
+	must.Eq(t, int64(2<<30), got.Capacity, must.Sprint("the controller step stands"))
+	must.Eq(t, map[string]string{node.ID: "failed"}, got.Expansion.Nodes)
+	must.StrContains(t, got.Expansion.Error, "resize2fs failed")
+	must.Eq(t, 1, nodeEP.calls())
+
+	must.NoError(t, create(2<<30), must.Sprint("the same spec retries the node step"))
+	got = getVolume(t, s, "", "db")
+	must.Eq(t, map[string]string{node.ID: "expanded"}, got.Expansion.Nodes)
+	must.Eq(t, "", got.Expansion.Error)
+	must.Eq(t, 2, nodeEP.calls())
+	nodeEP.mu.Lock()
+	must.Eq(t, int64(2<<30), nodeEP.expands[1].CapacityMin)
+	must.Eq(t, "pv-1", nodeEP.expands[1].ExternalID)
+	nodeEP.mu.Unlock()
+}

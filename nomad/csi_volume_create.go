@@ -86,7 +86,10 @@ func (v *CSIVolumeEndpoint) createOne(sc *scheduling, vol *structs.CSIVolume) (*
 	if err != nil {
 		return nil, 0, err
 	}
-	if existing != nil && existing.State == structs.CSIVolumeStateReady && vol.RequestedCapacityMin > existing.Capacity && existing.Capacity > 0 {
+	retryNodes := existing != nil && existing.Expansion != nil && existing.Expansion.Error != "" &&
+		vol.RequestedCapacityMin == existing.Expansion.RequestedBytes
+	if existing != nil && existing.State == structs.CSIVolumeStateReady && existing.Capacity > 0 &&
+		(vol.RequestedCapacityMin > existing.Capacity || retryNodes) {
 		return v.expandLocked(ctx, existing, vol.RequestedCapacityMin, vol.RequestedCapacityMax)
 	}
 	if existing != nil && existing.State == structs.CSIVolumeStateReady && vol.RequestedCapacityMax > 0 && vol.RequestedCapacityMax < existing.Capacity {
@@ -370,6 +373,29 @@ func (v *CSIVolumeEndpoint) expandLocked(ctx context.Context, existing *structs.
 		}
 	}
 	index, err := record()
+	if err == nil && len(vol.Expansion.Nodes) > 0 {
+		// The controller step is recorded; now each node that uses it.
+		var failed []string
+		for _, nodeID := range slices.Sorted(maps.Keys(vol.Expansion.Nodes)) {
+			nerr := v.srv.csiControllers.nodeExpand(ctx, vol, nodeID, minBytes, maxBytes)
+			switch {
+			case nerr == nil:
+				vol.Expansion.Nodes[nodeID] = "expanded"
+			case structs.CodeOf(nerr) == structs.CodeNotFound:
+				vol.Expansion.Nodes[nodeID] = "not published"
+			default:
+				vol.Expansion.Nodes[nodeID] = "failed"
+				failed = append(failed, nerr.Error())
+			}
+		}
+		vol.Expansion.Error = strings.Join(failed, "; ")
+		index, err = record()
+		if err == nil && len(failed) > 0 {
+			return nil, 0, structs.NewError(structs.CodeRetryable,
+				"volume %q was expanded to %d bytes by its controller but not on every node: %s; run 'berth volume create' with the same spec again to retry",
+				vol.ID, vol.Capacity, vol.Expansion.Error)
+		}
+	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("volume %q was expanded by plugin %q to %d bytes but recording it failed (%w); run 'berth volume create' again",
 			vol.ID, vol.PluginID, out.CapacityBytes, err)

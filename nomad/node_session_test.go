@@ -43,8 +43,10 @@ type fakeController struct {
 	expand    []*structs.ClientCSIControllerExpandRequest
 	// nodeExpansion is Expand's node_expansion_required.
 	nodeExpansion bool
-	errs          map[string][]error // next answers per method
-	externalID    string
+	// node, when set, serves CSINode on the session.
+	node       *fakeNodeEndpoint
+	errs       map[string][]error // next answers per method
+	externalID string
 }
 
 func (f *fakeController) answer(method string) error {
@@ -172,6 +174,9 @@ func openSession(t *testing.T, s *cluster.Server, node *structs.Node, secret str
 	srv := rpc.NewServer()
 	must.NoError(t, srv.RegisterName("NodeSession", &fakeIdentity{structs.NodeSessionIdentity{NodeID: node.ID, SecretID: secret}}))
 	must.NoError(t, srv.RegisterName("CSIController", ctrl))
+	if ctrl.node != nil {
+		must.NoError(t, srv.RegisterName("CSINode", ctrl.node))
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -466,4 +471,33 @@ func TestCSISnapshots_ThroughTheController(t *testing.T) {
 		return &r, err
 	}()
 	must.ErrorIs(t, err, structs.ErrNotFound)
+}
+
+// fakeNodeEndpoint is a client's CSINode endpoint: it records expansions
+// and answers scripted errors.
+type fakeNodeEndpoint struct {
+	mu      sync.Mutex
+	expands []*structs.ClientCSINodeExpandRequest
+	errs    []error
+}
+
+func (f *fakeNodeEndpoint) Expand(args *structs.ClientCSINodeExpandRequest, reply *structs.ClientCSINodeExpandResponse) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.expands = append(f.expands, args)
+	if len(f.errs) > 0 {
+		err := f.errs[0]
+		f.errs = f.errs[1:]
+		if err != nil {
+			return structs.WireError(err)
+		}
+	}
+	reply.CapacityBytes = args.CapacityMin
+	return nil
+}
+
+func (f *fakeNodeEndpoint) calls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.expands)
 }

@@ -136,3 +136,17 @@ type ClientCSIControllerExpandResponse struct {
 	CapacityBytes         int64
 	NodeExpansionRequired bool
 }
+
+// ClientCSINodeExpandRequest asks a client to grow a volume's file system
+// on its node (NodeExpandVolume) after the controller grew the volume.
+type ClientCSINodeExpandRequest struct {
+	PluginID, Namespace, VolumeID, ExternalID string
+	CapacityMin, CapacityMax                  int64
+	Secrets                                   CSISecrets
+}
+
+// ClientCSINodeExpandResponse is the size the node plugin reported (0 if
+// it did not say).
+type ClientCSINodeExpandResponse struct {
+	CapacityBytes int64
+}

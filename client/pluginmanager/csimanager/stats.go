@@ -2,6 +2,8 @@ package csimanager
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -201,4 +203,49 @@ func statsFrom(vs *csi.VolumeStats, withCondition bool) *structs.CSIVolumeStats 
 		st.Condition = &structs.CSIVolumeCondition{Abnormal: vs.Condition.Abnormal, Message: vs.Condition.Message}
 	}
 	return st
+}
+
+// ErrNotPublished is returned by ExpandVolume for a volume this node does
+// not publish: there is nothing to expand here.
+var ErrNotPublished = errors.New("volume is not published on this node")
+
+// ExpandVolume grows the file system of a volume published on this node
+// (NodeExpandVolume at one of its publish paths, with its staging path),
+// under the volume's lock. It returns the size the plugin reported.
+func (v *volumeManager) ExpandVolume(ctx context.Context, namespace, volumeID, externalID string, minBytes, maxBytes int64, secrets structs.CSISecrets) (int64, error) {
+	unlock, err := v.locks.Lock(ctx, volumeLockKey(v.pluginID, namespace, volumeID))
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
+	var pv *publishedVolume
+	for _, p := range v.published.snapshot() {
+		if p.pluginID == v.pluginID && p.namespace == namespace && p.volumeID == volumeID {
+			pv = &p
+		}
+	}
+	if pv == nil {
+		return 0, fmt.Errorf("expanding volume %q with plugin %q: %w", volumeID, v.pluginID, ErrNotPublished)
+	}
+	var allocs []string
+	for a := range pv.paths {
+		allocs = append(allocs, a)
+	}
+	slices.Sort(allocs)
+	req := &csi.NodeExpandVolumeRequest{
+		ExternalID: externalID, CapacityRange: &csi.CapacityRange{RequiredBytes: minBytes, LimitBytes: maxBytes}, Secrets: secrets,
+	}
+	if req.VolumePath, err = v.paths.PluginPath(pv.paths[allocs[0]]); err != nil {
+		return 0, err
+	}
+	if pv.staging != "" {
+		if req.StagingTargetPath, err = v.paths.PluginPath(pv.staging); err != nil {
+			return 0, err
+		}
+	}
+	resp, err := v.client.NodeExpandVolume(ctx, req)
+	if err != nil {
+		return 0, fmt.Errorf("expanding volume %q with plugin %q: %w", volumeID, v.pluginID, err)
+	}
+	return resp.CapacityBytes, nil
 }

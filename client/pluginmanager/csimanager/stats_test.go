@@ -110,3 +110,31 @@ func TestNew_StatsIntervalBound(t *testing.T) {
 	_, err = New(Config{Registry: reg, DB: state.NewMemDB(), Root: t.TempDir(), StatsInterval: 2 * structs.MaxCSIStatsInterval})
 	must.ErrorContains(t, err, "stats interval")
 }
+
+// ExpandVolume grows a published volume at its publish and staging paths;
+// a volume not published here has nothing to expand.
+func TestVolumeManager_ExpandVolume(t *testing.T) {
+	sock := socketPath(t)
+	p := fake.Start(t, sock)
+	db, root := state.NewMemDB(), t.TempDir()
+	h := newManagerHarness(t, db, root, nil)
+	h.register("fakeplug", dynamicplugins.PluginTypeCSINode, sock, "plugin-alloc")
+	vm := h.nodePlugin("fakeplug").(*volumeManager)
+	ctx := context.Background()
+
+	_, err := vm.ExpandVolume(ctx, "default", "vol1", "ext-vol1", 2<<30, 0, nil)
+	must.ErrorIs(t, err, ErrNotPublished)
+	must.Eq(t, 0, p.Calls("NodeExpandVolume"))
+
+	_, err = vm.MountVolume(ctx, testVolume("vol1"), alloc("alloc-a"), rwUsage, nil)
+	must.NoError(t, err)
+	size, err := vm.ExpandVolume(ctx, "default", "vol1", "ext-vol1", 2<<30, 0, structs.CSISecrets{"k": "v"})
+	must.NoError(t, err)
+	must.Eq(t, int64(2<<30), size)
+	req := p.LastRequest("NodeExpandVolume").(*csipb.NodeExpandVolumeRequest)
+	must.Eq(t, "ext-vol1", req.GetVolumeId())
+	must.Eq(t, int64(2<<30), req.GetCapacityRange().GetRequiredBytes())
+	must.Eq(t, filepath.Join(root, "fakeplug/per-alloc/alloc-a/vol1/rw-file-system-multi-node-multi-writer"), req.GetVolumePath())
+	must.Eq(t, filepath.Join(root, "fakeplug/staging/default/vol1/rw-file-system-multi-node-multi-writer"), req.GetStagingTargetPath())
+	must.Eq(t, map[string]string{"k": "v"}, req.GetSecrets())
+}
