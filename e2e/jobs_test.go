@@ -108,6 +108,8 @@ type Volume struct {
 	Capabilities []Capability
 	// SnapshotID, for `volume create`: start from this snapshot.
 	SnapshotID string
+	// CapacityMin, for `volume create`, e.g. "64MiB".
+	CapacityMin string
 }
 
 // HCL renders the volume spec.
@@ -119,6 +121,9 @@ func (v *Volume) HCL() string {
 	}
 	if v.SnapshotID != "" {
 		fmt.Fprintf(&b, "snapshot_id = %s\n", hclString(v.SnapshotID))
+	}
+	if v.CapacityMin != "" {
+		fmt.Fprintf(&b, "capacity_min = %s\n", hclString(v.CapacityMin))
 	}
 	for _, c := range v.Capabilities {
 		fmt.Fprintf(&b, "\ncapability {\n  access_mode     = %s\n  attachment_mode = %s\n}\n", hclString(c.AccessMode), hclString(c.AttachmentMode))

@@ -51,3 +51,46 @@ func TestE2E_VolumeStats(t *testing.T) {
 	}
 	must.StrContains(t, row, "3 MiB", must.Sprintf("usage row of node %s in:\n%s", a.NodeID, out))
 }
+
+// TestE2E_ExpandWhileInUse: re-running `volume create` with a larger
+// capacity_min grows a hostpath volume a running job uses; the volume's
+// capacity, its recorded expansion and the node's stats all show the new
+// size, and asking for less is refused.
+func TestE2E_ExpandWhileInUse(t *testing.T) {
+	h := NewHarness(t)
+	c := h.NewCluster(t, 1, 1)
+	c.RunPlugin(t, h.HostpathPlugin("monolith"))
+	caps := []Capability{{SingleNodeWriter, FileSystem}}
+	spec := func(size string) string {
+		return h.WriteFile(t, "grow-"+size+".volume.hcl", (&Volume{ID: "grow", PluginID: "hostpath", Capabilities: caps, CapacityMin: size}).HCL())
+	}
+	c.Berth(t, "volume", "create", spec("64MiB"))
+	must.Eq(t, int64(64<<20), c.Volume(t, "grow").Capacity)
+
+	w := &Workload{JobID: "user", Type: "service", Volume: "grow", AccessMode: SingleNodeWriter, Script: "echo hi > /data/f && sleep 3600"}
+	c.RunJob(t, w.JobID, w.HCL(h.Root))
+	a := c.WaitForAllocs(t, w.JobID, 1, api.AllocClientStatusRunning)[0]
+
+	c.Berth(t, "volume", "create", spec("128MiB"))
+	vol := c.Volume(t, "grow")
+	must.Eq(t, int64(128<<20), vol.Capacity)
+	must.NotNil(t, vol.Expansion)
+	must.True(t, vol.Expansion.ControllerDone)
+	must.Eq(t, int64(128<<20), vol.Expansion.RequestedBytes)
+	waitFor(t, 60*time.Second, "the node's stats to show the new size", func() (bool, error) {
+		st := c.Volume(t, "grow").Stats[a.NodeID]
+		if st == nil {
+			return false, fmt.Errorf("no stats from node %s yet", a.NodeID)
+		}
+		return st.TotalBytes == 128<<20, fmt.Errorf("total %d bytes", st.TotalBytes)
+	})
+	out := c.Berth(t, "volume", "status", "grow")
+	must.StrContains(t, out, "Expansion\n")
+	must.StrContains(t, out, "expanded to 128 MiB")
+
+	small := h.WriteFile(t, "small.volume.hcl", (&Volume{ID: "grow", PluginID: "hostpath", Capabilities: caps}).HCL()+"capacity_max = \"32MiB\"\n")
+	out, err := c.BerthOn(c.Server(t), "volume", "create", small)
+	must.Error(t, err)
+	must.StrContains(t, out, "never shrink")
+	must.Eq(t, int64(128<<20), c.Volume(t, "grow").Capacity)
+}
