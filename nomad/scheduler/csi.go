@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/berth-io/berth/nomad/claims"
 	"github.com/berth-io/berth/nomad/structs"
@@ -22,7 +23,7 @@ import (
 //  4. the node runs a healthy node instance of the volume's plugin;
 //  5. the plugin is under its MaxVolumes on the node (a volume already
 //     claimed there does not count twice);
-//  6. the node plugin's topology matches one of the volume's topologies;
+//  6. one of the volume's topologies is within the node plugin's (its segments are all the node's);
 //  7. the claim is free: CSIVolume.ClaimConflict over the stored claims
 //     plus those this plan already reserved.
 //
@@ -82,8 +83,19 @@ func (p *placer) csiClaims(node *structs.Node, tg *structs.TaskGroup, idx int, a
 			if plug.NodeInfo != nil {
 				topo = plug.NodeInfo.AccessibleTopology
 			}
-			if topo == nil || !topo.MatchFound(vol.Topologies) {
-				return nil, fmt.Sprintf("volume %q: the node's topology does not match the volume's", source), nil
+			// The volume is reachable from the node if one of its
+			// topologies is within the node's (CSI: a volume's accessible
+			// topology is a set of segments every node in it carries).
+			ok := slices.ContainsFunc(vol.Topologies, func(vt *structs.CSITopology) bool { return vt.AccessibleFrom(topo) })
+			if !ok {
+				// The reason names topologies, not the node, so that
+				// identical nodes count under one reason.
+				var want []string
+				for _, vt := range vol.Topologies {
+					want = append(want, vt.String())
+				}
+				return nil, fmt.Sprintf("volume %q: the node's topology %s is not one of the volume's (%s)",
+					source, topo.String(), strings.Join(want, " or ")), nil
 			}
 		}
 		if cerr := vol.ClaimConflict(allocID, node.ID, req.ClaimMode(), req.AccessMode); cerr != nil {

@@ -147,9 +147,9 @@ func TestCSI_NodeChecks(t *testing.T) {
 				n.CSINodePlugins[plugin].NodeInfo.AccessibleTopology = &structs.CSITopology{Segments: map[string]string{"zone": "b"}}
 			},
 			vol: func(v *structs.CSIVolume) {
-				v.Topologies = []*structs.CSITopology{{Segments: map[string]string{"zone": "a"}}}
+				v.Topologies = []*structs.CSITopology{{Segments: map[string]string{"zone": "a"}}, {Segments: map[string]string{"zone": "c", "rack": "r1"}}}
 			},
-			reason: `volume "db": the node's topology does not match the volume's`,
+			reason: `volume "db": the node's topology zone=b is not one of the volume's (zone=a or rack=r1,zone=c)`,
 		},
 	}
 	for _, tc := range cases {
@@ -183,6 +183,28 @@ func TestCSI_NodeChecks(t *testing.T) {
 			})
 		}
 	}
+}
+
+// A node whose plugin reports more segments than the volume's topology
+// (zone and rack, for a volume of a zone) reaches it; a volume without
+// topologies is reachable from a node that reports none.
+func TestCSI_TopologyIsMatchedBySegments(t *testing.T) {
+	h := newHarness(t)
+	h.upsertNode(csiNode(0, plugin, 0, map[string]string{"zone": "b", "rack": "r1"}))
+	h.upsertNode(csiNode(1, plugin, 0, map[string]string{"zone": "a", "rack": "r7"}))
+	h.upsertNode(csiNode(2, plugin, 0, nil))
+	v := testVolume("db", plugin)
+	v.Topologies = []*structs.CSITopology{{Segments: map[string]string{"zone": "a"}}}
+	h.upsertVolume(v)
+	job := h.upsertJob(withVolume(testJob("a", 1), "db", false, structs.CSIVolumeAccessModeSingleNodeWriter))
+	h.process(testEval(job, structs.EvalTriggerJobRegister))
+	live := h.live(job)
+	must.SliceLen(t, 1, live)
+	must.Eq(t, testNode(1).ID, live[0].NodeID)
+
+	must.True(t, (&structs.CSITopology{}).AccessibleFrom(nil))
+	must.False(t, v.Topologies[0].AccessibleFrom(nil))
+	must.False(t, v.Topologies[0].AccessibleFrom(&structs.CSITopology{Segments: map[string]string{"region": "a"}}))
 }
 
 func TestCSI_MultiNodeReaderSharesVolume(t *testing.T) {

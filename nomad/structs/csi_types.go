@@ -145,6 +145,42 @@ func (t *CSITopology) Equal(o *CSITopology) bool {
 	return maps.Equal(t.Segments, o.Segments)
 }
 
+// AccessibleFrom reports whether a volume with topology t can be reached
+// from a node whose plugin reports topology node: every segment of t is
+// one of the node's (a node in zone a, rack 3 reaches a volume of zone a).
+// A topology without segments constrains nothing.
+func (t *CSITopology) AccessibleFrom(node *CSITopology) bool {
+	if t == nil {
+		return true
+	}
+	for k, v := range t.Segments {
+		if node == nil {
+			return false
+		}
+		if nv, ok := node.Segments[k]; !ok || nv != v {
+			return false
+		}
+	}
+	return true
+}
+
+// String renders the segments as "k=v,k2=v2", sorted by key.
+func (t *CSITopology) String() string {
+	if t == nil || len(t.Segments) == 0 {
+		return "(none)"
+	}
+	keys := make([]string, 0, len(t.Segments))
+	for k := range t.Segments {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + t.Segments[k]
+	}
+	return strings.Join(parts, ",")
+}
+
 // MatchFound reports whether any of ts equals t.
 func (t *CSITopology) MatchFound(ts []*CSITopology) bool {
 	for _, o := range ts {
