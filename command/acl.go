@@ -178,16 +178,9 @@ func (c *ACLPolicyListCommand) Help() string {
 
 func (c *ACLPolicyListCommand) Run(args []string) int {
 	fs := c.flagSet("acl policy list", true)
-	if err := fs.Parse(args); err != nil {
-		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
-	}
-	if fs.NArg() != 0 {
-		return flagErr(c.ui, c.Help(), "This command takes no arguments.")
-	}
-	client, err := c.client()
-	if err != nil {
-		c.ui.Error("Error: %v", err)
-		return 1
+	client, code := c.startNoArgs(fs, args, c.Help())
+	if client == nil {
+		return code
 	}
 	ps, _, err := client.ACLPolicies().List(nil)
 	if err != nil {
@@ -411,16 +404,9 @@ func (c *ACLTokenListCommand) Help() string {
 
 func (c *ACLTokenListCommand) Run(args []string) int {
 	fs := c.flagSet("acl token list", true)
-	if err := fs.Parse(args); err != nil {
-		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
-	}
-	if fs.NArg() != 0 {
-		return flagErr(c.ui, c.Help(), "This command takes no arguments.")
-	}
-	client, err := c.client()
-	if err != nil {
-		c.ui.Error("Error: %v", err)
-		return 1
+	client, code := c.startNoArgs(fs, args, c.Help())
+	if client == nil {
+		return code
 	}
 	ts, _, err := client.ACLTokens().List(nil)
 	if err != nil {
@@ -568,16 +554,9 @@ Audit Options:
 func (c *OperatorAuditCommand) Run(args []string) int {
 	fs := c.flagSet("operator audit", true)
 	n := fs.Int("n", 50, "")
-	if err := fs.Parse(args); err != nil {
-		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
-	}
-	if fs.NArg() != 0 {
-		return flagErr(c.ui, c.Help(), "This command takes no arguments.")
-	}
-	client, err := c.client()
-	if err != nil {
-		c.ui.Error("Error: %v", err)
-		return 1
+	client, code := c.startNoArgs(fs, args, c.Help())
+	if client == nil {
+		return code
 	}
 	entries, err := client.Operator().AuditLog(*n, nil)
 	if err != nil {

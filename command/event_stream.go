@@ -59,16 +59,9 @@ func (c *EventStreamCommand) Run(args []string) int {
 	fs.Var(&topics, "topic", "")
 	fs.Uint64Var(&index, "index", 0, "")
 	fs.BoolVar(&asJSON, "json", false, "")
-	if err := fs.Parse(args); err != nil {
-		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
-	}
-	if fs.NArg() != 0 {
-		return flagErr(c.ui, c.Help(), "This command takes no arguments.")
-	}
-	client, err := c.client()
-	if err != nil {
-		c.ui.Error("Error: %v", err)
-		return 1
+	client, code := c.startNoArgs(fs, args, c.Help())
+	if client == nil {
+		return code
 	}
 	ctx := c.ctx
 	if ctx == nil {
@@ -76,7 +69,7 @@ func (c *EventStreamCommand) Run(args []string) int {
 		ctx, stop = signal.NotifyContext(context.Background(), os.Interrupt)
 		defer stop()
 	}
-	err = client.EventStream(ctx, topics, index, nil, func(b api.Events) error {
+	err := client.EventStream(ctx, topics, index, nil, func(b api.Events) error {
 		if asJSON {
 			line, err := json.Marshal(b)
 			if err != nil {

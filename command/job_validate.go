@@ -87,11 +87,7 @@ func (c *JobHistoryCommand) Run(args []string) int {
 		return 1
 	}
 	if done, err := c.formatted([]any{job}); done {
-		if err != nil {
-			c.ui.Error("%v", err)
-			return 1
-		}
-		return 0
+		return c.fmtResult(err)
 	}
 	c.ui.Output("%s", kv([][2]string{
 		{"Version", strconv.FormatUint(valueOf(job.Version), 10)},

@@ -175,3 +175,23 @@ func table(rows [][]string) string {
 	w.Flush()
 	return strings.TrimRight(buf.String(), "\n")
 }
+
+// startNoArgs is the start of a command that takes no positional
+// argument: it parses args into fs (flags may follow positionals, as in
+// Nomad's CLI), refuses any positional and builds the API client. A nil
+// client means the command is over, with the exit code returned; the
+// error was printed.
+func (m *Meta) startNoArgs(fs *flag.FlagSet, args []string, help string) (*api.Client, int) {
+	if err := parseArgs(fs, args); err != nil {
+		return nil, flagErr(m.ui, help, "Error parsing flags: %v", err)
+	}
+	if fs.NArg() != 0 {
+		return nil, flagErr(m.ui, help, "This command takes no arguments.")
+	}
+	client, err := m.client()
+	if err != nil {
+		m.ui.Error("Error: %v", err)
+		return nil, 1
+	}
+	return client, 0
+}

@@ -36,16 +36,9 @@ func (c *ServerMembersCommand) Help() string {
 
 func (c *ServerMembersCommand) Run(args []string) int {
 	fs := c.flagSet("server members", true)
-	if err := parseArgs(fs, args); err != nil {
-		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
-	}
-	if fs.NArg() != 0 {
-		return flagErr(c.ui, c.Help(), "This command takes no arguments.")
-	}
-	client, err := c.client()
-	if err != nil {
-		c.ui.Error("Error: %v", err)
-		return 1
+	client, code := c.startNoArgs(fs, args, c.Help())
+	if client == nil {
+		return code
 	}
 	m, err := client.Agent().Members()
 	if err != nil {
@@ -53,11 +46,7 @@ func (c *ServerMembersCommand) Run(args []string) int {
 		return 1
 	}
 	if done, err := c.formatted(m); done {
-		if err != nil {
-			c.ui.Error("%v", err)
-			return 1
-		}
-		return 0
+		return c.fmtResult(err)
 	}
 	rows := [][]string{{"Name", "Address", "Port", "Status", "Leader", "Raft Version", "Build", "Datacenter", "Region"}}
 	for _, s := range m.Members {
@@ -90,16 +79,9 @@ func (c *EvalListCommand) Help() string {
 
 func (c *EvalListCommand) Run(args []string) int {
 	fs := c.flagSet("eval list", true)
-	if err := parseArgs(fs, args); err != nil {
-		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
-	}
-	if fs.NArg() != 0 {
-		return flagErr(c.ui, c.Help(), "This command takes no arguments.")
-	}
-	client, err := c.client()
-	if err != nil {
-		c.ui.Error("Error: %v", err)
-		return 1
+	client, code := c.startNoArgs(fs, args, c.Help())
+	if client == nil {
+		return code
 	}
 	evals, _, err := client.Evaluations().List(nil)
 	if err != nil {
@@ -107,11 +89,7 @@ func (c *EvalListCommand) Run(args []string) int {
 		return 1
 	}
 	if done, err := c.formatted(evals); done {
-		if err != nil {
-			c.ui.Error("%v", err)
-			return 1
-		}
-		return 0
+		return c.fmtResult(err)
 	}
 	if len(evals) == 0 {
 		c.ui.Output("No evals found")
@@ -173,11 +151,7 @@ func (c *EvalStatusCommand) Run(args []string) int {
 		return 1
 	}
 	if done, err := c.formatted(e); done {
-		if err != nil {
-			c.ui.Error("%v", err)
-			return 1
-		}
-		return 0
+		return c.fmtResult(err)
 	}
 	c.ui.Output("%s", kv([][2]string{
 		{"ID", shortID(e.ID, c.verbose)}, {"Create Time", formatUnixNano(e.CreateTime)},
@@ -258,16 +232,9 @@ func (c *AgentInfoCommand) Help() string {
 
 func (c *AgentInfoCommand) Run(args []string) int {
 	fs := c.flagSet("agent-info", true)
-	if err := parseArgs(fs, args); err != nil {
-		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
-	}
-	if fs.NArg() != 0 {
-		return flagErr(c.ui, c.Help(), "This command takes no arguments.")
-	}
-	client, err := c.client()
-	if err != nil {
-		c.ui.Error("Error: %v", err)
-		return 1
+	client, code := c.startNoArgs(fs, args, c.Help())
+	if client == nil {
+		return code
 	}
 	self, err := client.Agent().Self()
 	if err != nil {
@@ -275,11 +242,7 @@ func (c *AgentInfoCommand) Run(args []string) int {
 		return 1
 	}
 	if done, err := c.formatted(self); done {
-		if err != nil {
-			c.ui.Error("%v", err)
-			return 1
-		}
-		return 0
+		return c.fmtResult(err)
 	}
 	for _, section := range sortedKeys(self.Stats) {
 		c.ui.Output("%s", section)

@@ -20,16 +20,9 @@ func (c *SystemGCCommand) Help() string {
 
 func (c *SystemGCCommand) Run(args []string) int {
 	fs := c.flagSet("system gc", false)
-	if err := parseArgs(fs, args); err != nil {
-		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
-	}
-	if fs.NArg() != 0 {
-		return flagErr(c.ui, c.Help(), "This command takes no arguments.")
-	}
-	client, err := c.client()
-	if err != nil {
-		c.ui.Error("Error: %v", err)
-		return 1
+	client, code := c.startNoArgs(fs, args, c.Help())
+	if client == nil {
+		return code
 	}
 	if err := client.System().GarbageCollect(); err != nil {
 		c.ui.Error("%s", c.apiErr("running garbage collection", err))
