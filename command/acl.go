@@ -46,7 +46,7 @@ func (c *ACLBootstrapCommand) Help() string {
 
 func (c *ACLBootstrapCommand) Run(args []string) int {
 	fs := c.flagSet("acl bootstrap", true)
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
 	}
 	if fs.NArg() > 1 {
@@ -139,7 +139,7 @@ Apply Options:
 func (c *ACLPolicyApplyCommand) Run(args []string) int {
 	fs := c.flagSet("acl policy apply", false)
 	desc := fs.String("description", "", "")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
 	}
 	if fs.NArg() != 2 {
@@ -220,7 +220,7 @@ func (c *ACLPolicyInfoCommand) Help() string {
 
 func (c *ACLPolicyInfoCommand) Run(args []string) int {
 	fs := c.flagSet("acl policy info", true)
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
 	}
 	if fs.NArg() != 1 {
@@ -262,7 +262,7 @@ func (c *ACLPolicyDeleteCommand) Help() string {
 
 func (c *ACLPolicyDeleteCommand) Run(args []string) int {
 	fs := c.flagSet("acl policy delete", false)
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
 	}
 	if fs.NArg() != 1 {
@@ -347,7 +347,7 @@ func (c *ACLTokenWriteCommand) Run(args []string) int {
 	ttl := fs.Duration("ttl", 0, "")
 	var policies stringsFlag
 	fs.Var(&policies, "policy", "")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
 	}
 	client, err := c.client()
@@ -466,7 +466,7 @@ func (c *ACLTokenInfoCommand) Run(args []string) int {
 		name = "acl token self"
 	}
 	fs := c.flagSet(name, true)
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
 	}
 	want := 1
@@ -508,7 +508,7 @@ func (c *ACLTokenDeleteCommand) Help() string {
 
 func (c *ACLTokenDeleteCommand) Run(args []string) int {
 	fs := c.flagSet("acl token delete", false)
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
 	}
 	if fs.NArg() != 1 {

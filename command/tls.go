@@ -86,7 +86,7 @@ func (c *TLSCACreateCommand) Run(args []string) int {
 	fs.SetOutput(io.Discard)
 	days := fs.Int("days", 1825, "")
 	cn := fs.String("common-name", "", "")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		c.ui.Error("Error parsing flags: %v\nRun 'berth tls ca create -help' for usage.", err)
 		return 1
 	}
@@ -175,7 +175,7 @@ func (c *TLSCertCreateCommand) Run(args []string) int {
 	keyPath := fs.String("key", tlsCAKeyFile, "")
 	fs.Var(&dnsNames, "additional-dnsname", "")
 	fs.Var(&ipAddrs, "additional-ipaddress", "")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		c.ui.Error("Error parsing flags: %v\nRun 'berth tls cert create -help' for usage.", err)
 		return 1
 	}

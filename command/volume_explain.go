@@ -37,7 +37,7 @@ Explain Options:
 
 func (c *VolumeExplainCommand) Run(args []string) int {
 	fs := c.flagSet("volume explain", true)
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
 	}
 	if fs.NArg() != 1 {
