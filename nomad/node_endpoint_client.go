@@ -1,6 +1,7 @@
 package nomad
 
 import (
+	"crypto/subtle"
 	"fmt"
 	"time"
 
@@ -115,7 +116,7 @@ func (n *NodeEndpoint) GetClientAllocs(args *structs.NodeSpecificRequest, reply 
 		if node == nil {
 			return 0, structs.NewError(structs.CodeNotFound, "node %q is not registered", args.NodeID)
 		}
-		if args.SecretID == "" || node.SecretID != args.SecretID {
+		if args.SecretID == "" || subtle.ConstantTimeCompare([]byte(node.SecretID), []byte(args.SecretID)) != 1 {
 			return 0, structs.NewError(structs.CodePermissionDenied, "node %q: secret ID does not match", args.NodeID)
 		}
 		allocs, err := snap.AllocsByNode(ws, args.NodeID)
