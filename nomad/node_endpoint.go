@@ -229,12 +229,21 @@ func (n *NodeEndpoint) GetAllocs(args *structs.NodeSpecificRequest, reply *struc
 		if err != nil {
 			return 0, err
 		}
-		reply.Allocs = make([]*structs.Allocation, 0, len(allocs))
-		for _, a := range allocs {
-			reply.Allocs = append(reply.Allocs, a.Copy())
-		}
+		reply.Allocs, _ = copyAllocs(allocs)
 		return snap.Index(state.TableAllocs)
 	})
+}
+
+// copyAllocs copies stored allocs for a reply, and returns the highest
+// ModifyIndex among them.
+func copyAllocs(allocs []*structs.Allocation) ([]*structs.Allocation, uint64) {
+	out := make([]*structs.Allocation, 0, len(allocs))
+	var index uint64
+	for _, a := range allocs {
+		out = append(out, a.Copy())
+		index = max(index, a.ModifyIndex)
+	}
+	return out, index
 }
 
 // nodeJobEvals makes one pending evaluation per job with a live alloc on

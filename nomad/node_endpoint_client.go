@@ -124,11 +124,7 @@ func (n *NodeEndpoint) GetClientAllocs(args *structs.NodeSpecificRequest, reply 
 			return 0, err
 		}
 		var index uint64
-		reply.Allocs = make([]*structs.Allocation, 0, len(allocs))
-		for _, a := range allocs {
-			reply.Allocs = append(reply.Allocs, a.Copy())
-			index = max(index, a.ModifyIndex)
-		}
+		reply.Allocs, index = copyAllocs(allocs)
 		return index, nil
 	})
 }
