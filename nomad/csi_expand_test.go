@@ -128,3 +128,71 @@ func TestCSIVolumeCreate_ExpandsOnTheClaimsNodes(t *testing.T) {
 	must.Eq(t, "pv-1", nodeEP.expands[1].ExternalID)
 	nodeEP.mu.Unlock()
 }
+
+// Registering a volume again with a larger capacity_min expands it through
+// the same path as create (sizeChange, expandLocked): refused without
+// EXPAND_VOLUME and when it would shrink, recorded when it grows; a spec
+// registered again without capacity keeps the servers' capacity and
+// expansion record.
+func TestCSIVolumeRegister_ExpandsALargerCapacity(t *testing.T) {
+	s := csiServer(t, nil, nil)
+	node := controllerNode(0)
+	joinNode(t, s, node)
+	ctrl := &fakeController{externalID: "pv-1"}
+	openSession(t, s, node, node.SecretID, ctrl)
+	register := func(min, max int64) error {
+		vol := testVolume("db", hostpath)
+		vol.ExternalID = "pv-db"
+		vol.RequestedCapacityMin, vol.RequestedCapacityMax = min, max
+		return s.RPC("CSIVolume.Register", &structs.CSIVolumeRegisterRequest{Volumes: []*structs.CSIVolume{vol}}, &structs.CSIVolumeRegisterResponse{})
+	}
+	testutil.WaitForResult(t, func() (bool, error) {
+		err := register(1<<30, 0)
+		return err == nil, err
+	})
+	must.Eq(t, int64(1<<30), getVolume(t, s, "", "db").RequestedCapacityMin)
+
+	err := register(2<<30, 0)
+	must.ErrorIs(t, err, structs.ErrInvalid)
+	must.StrContains(t, err.Error(), "no EXPAND_VOLUME capability")
+	must.SliceEmpty(t, ctrl.expands())
+	must.Eq(t, int64(1<<30), getVolume(t, s, "", "db").RequestedCapacityMin, must.Sprint("a refused expansion registers nothing"))
+
+	node.CSIControllerPlugins[hostpath].ControllerInfo.SupportsExpand = true
+	joinNode(t, s, node)
+	// Re-joining may reopen the node's session: wait for it.
+	testutil.WaitForResult(t, func() (bool, error) {
+		err := register(2<<30, 0)
+		return err == nil, err
+	})
+	expands := ctrl.expands()
+	must.SliceLen(t, 1, expands)
+	must.Eq(t, "pv-db", expands[0].ExternalID)
+	must.Eq(t, int64(2<<30), expands[0].CapacityMin)
+	got := getVolume(t, s, "", "db")
+	must.Eq(t, int64(2<<30), got.Capacity)
+	must.Eq(t, int64(2<<30), got.RequestedCapacityMin)
+	must.True(t, got.Expansion.ControllerDone)
+
+	// The same spec again changes nothing and keeps what the servers own.
+	must.NoError(t, register(2<<30, 0))
+	must.SliceLen(t, 1, ctrl.expands())
+	got = getVolume(t, s, "", "db")
+	must.Eq(t, int64(2<<30), got.Capacity)
+	must.NotNil(t, got.Expansion)
+
+	err = register(0, 1<<30)
+	must.ErrorIs(t, err, structs.ErrInvalid)
+	must.StrContains(t, err.Error(), "never shrink")
+
+	// A plugin error is recorded and names the command that retries it.
+	ctrl.script("Expand", structs.NewError(structs.CodeInvalid, "rpc error: code = OutOfRange desc = too big"))
+	err = register(8<<30, 0)
+	must.ErrorIs(t, err, structs.ErrInvalid)
+	must.StrContains(t, err.Error(), "too big")
+	must.StrContains(t, err.Error(), "berth volume register")
+	got = getVolume(t, s, "", "db")
+	must.Eq(t, int64(2<<30), got.Capacity)
+	must.Eq(t, int64(2<<30), got.RequestedCapacityMin, must.Sprint("the failed expansion did not register the new spec"))
+	must.StrContains(t, got.Expansion.Error, "too big")
+}

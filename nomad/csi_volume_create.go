@@ -86,16 +86,14 @@ func (v *CSIVolumeEndpoint) createOne(sc *scheduling, vol *structs.CSIVolume) (*
 	if err != nil {
 		return nil, 0, err
 	}
-	retryNodes := existing != nil && existing.Expansion != nil && existing.Expansion.Error != "" &&
-		vol.RequestedCapacityMin == existing.Expansion.RequestedBytes
-	if existing != nil && existing.State == structs.CSIVolumeStateReady && existing.Capacity > 0 &&
-		(vol.RequestedCapacityMin > existing.Capacity || retryNodes) {
-		return v.expandLocked(ctx, existing, vol.RequestedCapacityMin, vol.RequestedCapacityMax)
-	}
-	if existing != nil && existing.State == structs.CSIVolumeStateReady && vol.RequestedCapacityMax > 0 && vol.RequestedCapacityMax < existing.Capacity {
-		return nil, 0, structs.NewError(structs.CodeInvalid,
-			"volume %q is %d bytes and capacity_max asks for at most %d: volumes never shrink; keep capacity_max at %d or more",
-			vol.ID, existing.Capacity, vol.RequestedCapacityMax, existing.Capacity)
+	if existing != nil {
+		grow, err := sizeChange(existing, vol)
+		if err != nil {
+			return nil, 0, err
+		}
+		if grow {
+			return v.expandLocked(ctx, existing, vol.RequestedCapacityMin, vol.RequestedCapacityMax, "create")
+		}
 	}
 	if existing != nil && existing.State != structs.CSIVolumeStateCreating {
 		return nil, 0, structs.NewError(structs.CodeConflict,
@@ -314,13 +312,34 @@ func shortID(id string) string {
 	return id
 }
 
+// sizeChange says whether update asks to grow the registered volume
+// existing (a capacity_min above what it has, or the same request again
+// after a failed expansion, which retries it), and refuses a capacity_max
+// below its capacity: volumes never shrink. Create and register both
+// decide with it, and both grow through expandLocked.
+func sizeChange(existing, update *structs.CSIVolume) (bool, error) {
+	if existing.State != structs.CSIVolumeStateReady && existing.State != "" {
+		return false, nil
+	}
+	if update.RequestedCapacityMax > 0 && update.RequestedCapacityMax < existing.Capacity {
+		return false, structs.NewError(structs.CodeInvalid,
+			"volume %q is %d bytes and capacity_max asks for at most %d: volumes never shrink; keep capacity_max at %d or more",
+			existing.ID, existing.Capacity, update.RequestedCapacityMax, existing.Capacity)
+	}
+	retry := existing.Expansion != nil && existing.Expansion.Error != "" &&
+		update.RequestedCapacityMin == existing.Expansion.RequestedBytes
+	known := max(existing.Capacity, existing.RequestedCapacityMin)
+	return retry || (known > 0 && update.RequestedCapacityMin > known), nil
+}
+
 // expandLocked grows a ready volume to at least min bytes, under the
-// volume's lock: ControllerExpandVolume when a controller of the plugin
+// volume's lock (verb is the command that asked, "create" or "register",
+// named in the fix): ControllerExpandVolume when a controller of the plugin
 // advertises EXPAND_VOLUME, each step recorded in Raft on the volume's
 // Expansion. When the plugin says node_expansion_required, the nodes that
 // stage or publish the volume are listed as pending: NodeExpandVolume on
 // them is not done yet (DESIGN.md §4).
-func (v *CSIVolumeEndpoint) expandLocked(ctx context.Context, existing *structs.CSIVolume, minBytes, maxBytes int64) (*structs.CSIVolume, uint64, error) {
+func (v *CSIVolumeEndpoint) expandLocked(ctx context.Context, existing *structs.CSIVolume, minBytes, maxBytes int64, verb string) (*structs.CSIVolume, uint64, error) {
 	if maxBytes > 0 && maxBytes < minBytes {
 		return nil, 0, structs.NewError(structs.CodeInvalid, "expanding volume %q: capacity_max %d is below capacity_min %d", existing.ID, maxBytes, minBytes)
 	}
@@ -356,8 +375,8 @@ func (v *CSIVolumeEndpoint) expandLocked(ctx context.Context, existing *structs.
 		if _, rerr := record(); rerr != nil {
 			v.srv.logger.Warn("recording a failed expansion", "volume_id", vol.ID, "error", rerr)
 		}
-		return nil, 0, structs.NewError(structs.CodeOf(err), "expanding volume %q with plugin %q: %v; run 'berth volume create' with the same spec again to retry",
-			vol.ID, vol.PluginID, err)
+		return nil, 0, structs.NewError(structs.CodeOf(err), "expanding volume %q with plugin %q: %v; run 'berth volume %s' with the same spec again to retry",
+			vol.ID, vol.PluginID, err, verb)
 	}
 	vol.Expansion.ControllerDone = true
 	vol.Expansion.CapacityBytes = out.CapacityBytes
@@ -392,13 +411,13 @@ func (v *CSIVolumeEndpoint) expandLocked(ctx context.Context, existing *structs.
 		index, err = record()
 		if err == nil && len(failed) > 0 {
 			return nil, 0, structs.NewError(structs.CodeRetryable,
-				"volume %q was expanded to %d bytes by its controller but not on every node: %s; run 'berth volume create' with the same spec again to retry",
-				vol.ID, vol.Capacity, vol.Expansion.Error)
+				"volume %q was expanded to %d bytes by its controller but not on every node: %s; run 'berth volume %s' with the same spec again to retry",
+				vol.ID, vol.Capacity, vol.Expansion.Error, verb)
 		}
 	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("volume %q was expanded by plugin %q to %d bytes but recording it failed (%w); run 'berth volume create' again",
-			vol.ID, vol.PluginID, out.CapacityBytes, err)
+		return nil, 0, fmt.Errorf("volume %q was expanded by plugin %q to %d bytes but recording it failed (%w); run 'berth volume %s' again",
+			vol.ID, vol.PluginID, out.CapacityBytes, err, verb)
 	}
 	stored, err := v.srv.State().CSIVolumeByID(nil, vol.Namespace, vol.ID)
 	if err != nil || stored == nil {

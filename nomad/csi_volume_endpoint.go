@@ -1,10 +1,12 @@
 package nomad
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -104,6 +106,9 @@ func (v *CSIVolumeEndpoint) Register(args *structs.CSIVolumeRegisterRequest, rep
 	if len(errs) > 0 {
 		return joinCoded(errs)
 	}
+	if err := v.growRegistered(snap, vols); err != nil {
+		return err
+	}
 	reply.Warnings = strings.Join(warnings, "\n")
 	args.Namespace, args.Volumes, args.Timestamp = ns, vols, now
 	_, index, err := v.srv.raftApply(structs.CSIVolumeRegisterRequestType, args)
@@ -122,6 +127,82 @@ func (v *CSIVolumeEndpoint) Register(args *structs.CSIVolumeRegisterRequest, rep
 	}
 	reply.Index = index
 	return nil
+}
+
+// growRegistered expands, before the registration is written, each volume
+// of vols whose registered copy is smaller than its capacity_min asks, as
+// re-running create does (sizeChange, expandLocked), and carries the grown
+// capacity and the expansion record into vols. Every size problem is
+// reported before any volume grows; a failed expansion stops the
+// registration, naming the volumes that did grow.
+func (v *CSIVolumeEndpoint) growRegistered(snap *state.StateSnapshot, vols []*structs.CSIVolume) error {
+	var (
+		grow []*structs.CSIVolume
+		errs []error
+	)
+	for _, vol := range vols {
+		existing, err := snap.CSIVolumeByID(nil, vol.Namespace, vol.ID)
+		if err != nil {
+			return err
+		}
+		if existing == nil {
+			continue
+		}
+		ok, err := sizeChange(existing, vol)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case ok:
+			grow = append(grow, vol)
+		}
+	}
+	if len(errs) > 0 {
+		return joinCoded(errs)
+	}
+	if len(grow) == 0 {
+		return nil
+	}
+	sc, ctx, cancel, err := v.srv.csiOperation()
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	var grown []string
+	for _, vol := range grow {
+		stored, err := v.growOne(ctx, sc, vol)
+		if err != nil {
+			if len(grown) > 0 {
+				return structs.NewError(structs.CodeOf(err), "%v (volumes %s of the request were expanded; nothing was registered)", err, strings.Join(grown, ", "))
+			}
+			return err
+		}
+		grown = append(grown, strconv.Quote(vol.ID))
+		vol.Capacity, vol.Expansion = stored.Capacity, stored.Expansion.Copy()
+	}
+	return nil
+}
+
+// growOne expands one registered volume under its lock, deciding again on
+// the volume as it is once the lock is held.
+func (v *CSIVolumeEndpoint) growOne(ctx context.Context, sc *scheduling, vol *structs.CSIVolume) (*structs.CSIVolume, error) {
+	unlock, err := sc.lockVolume(ctx, vol.Namespace, vol.ID, fmt.Sprintf("expanding volume %q", vol.ID))
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	existing, err := v.srv.State().CSIVolumeByID(nil, vol.Namespace, vol.ID)
+	if err != nil {
+		return nil, err
+	}
+	if existing == nil {
+		return nil, structs.NotFound("volume", vol.ID)
+	}
+	ok, err := sizeChange(existing, vol)
+	if err != nil || !ok {
+		return existing, err
+	}
+	stored, _, err := v.expandLocked(ctx, existing, vol.RequestedCapacityMin, vol.RequestedCapacityMax, "register")
+	return stored, err
 }
 
 // prepareVolumeRegister validates vol against the plugin and the volume
@@ -172,6 +253,12 @@ func prepareVolumeRegister(snap *state.StateSnapshot, vol *structs.CSIVolume, no
 		if redactedFlags(vol.MountOptions) && existing.MountOptions != nil {
 			vol.MountOptions.MountFlags = slices.Clone(existing.MountOptions.MountFlags)
 		}
+		// The servers own the capacity and the expansion record once the
+		// volume is registered: a spec registered again (which has neither,
+		// or an old copy read back from the API) keeps them. Growing goes
+		// through sizeChange and expandLocked, never through this copy.
+		vol.Capacity = existing.Capacity
+		vol.Expansion = existing.Expansion.Copy()
 	}
 	// Claims and their modes belong to the claim protocol; the store keeps
 	// the stored ones and the indexes. Drop what the request carried.
