@@ -10,4 +10,11 @@ var (
 	ErrUnknownTask = errors.New("alloc has no such task")
 	// ErrInvalidLogType: the log type is neither stdout nor stderr.
 	ErrInvalidLogType = errors.New("log type must be stdout or stderr")
+	// ErrNoCommand: an exec named no command.
+	ErrNoCommand = errors.New("no command given")
+	// ErrTaskRequired: the alloc has several tasks and the request named
+	// none.
+	ErrTaskRequired = errors.New("the alloc has several tasks: name one")
+	// ErrTaskNotRunning: the task has no running process.
+	ErrTaskNotRunning = errors.New("task is not running")
 )

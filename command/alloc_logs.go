@@ -246,7 +246,7 @@ func pickTask(alloc *api.Allocation, task string, verbose bool) (string, error) 
 // logAddrs are the agents to ask for the logs, in order: the agent of
 // the node that runs the allocation (only it has them), then the agent
 // the CLI talks to (the same agent in a one-node cluster).
-func (c *AllocLogsCommand) logAddrs(client *api.Client, alloc *api.Allocation) ([]string, error) {
+func (c *Meta) logAddrs(client *api.Client, alloc *api.Allocation) ([]string, error) {
 	var addrs []string
 	if alloc.NodeID != "" {
 		node, _, err := client.Nodes().Info(alloc.NodeID, nil)

@@ -258,6 +258,8 @@ var wantRules = map[string]string{
 	"HTTP.EventStreamAllNamespaces": "management",
 	"HTTP.JobsParse":                "namespace:parse-job", "HTTP.ClientStats": "node:read",
 	"HTTP.ClientAllocStats": "namespace:read-job",
+	"HTTP.ClientAllocExec":  "namespace:alloc-exec", "HTTP.ClientAllocNodeExec": "namespace:alloc-node-exec",
+	"HTTP.ClientFS": "namespace:read-fs",
 }
 
 func TestACL_TableMatchesReviewedRules(t *testing.T) {

@@ -40,11 +40,11 @@ var importRules = []importRule{
 		why:     "it measures the servers with the real client code, so it wires client and server like the agent does; the fake plugin and mock driver stand in for a node's storage and workloads, so it alone of the production packages may import test doubles"},
 	{pkg: "command", what: "one file per CLI verb",
 		berth: []string{"api", "jobspec", "helper", "command/agent", "plugins/csi/hostpath", "plugins/drivers/executor"},
-		third: []string{"github.com/hashicorp/go-hclog"},
+		third: []string{"github.com/hashicorp/go-hclog", "github.com/gorilla/websocket", "golang.org/x/sys"},
 		why:   "the CLI speaks the HTTP API; only command/agent wires the server and client; the hostpath plugin and the task executor run from the same binary"},
 	{pkg: "command/agent", what: "`berth agent`: wires server, client and the HTTP API; the agent config",
 		berth: []string{"api", "jobspec", "helper", "nomad", "client", "plugins"},
-		third: []string{"github.com/hashicorp/go-hclog", "github.com/hashicorp/go-metrics", "github.com/hashicorp/hcl", "github.com/zclconf/go-cty"},
+		third: []string{"github.com/hashicorp/go-hclog", "github.com/hashicorp/go-metrics", "github.com/hashicorp/hcl", "github.com/zclconf/go-cty", "github.com/gorilla/websocket"},
 		why:   "the agent wires everything"},
 	{pkg: "api", what: "Go HTTP client and wire types, usable by outsiders",
 		why: "outsiders import api: nothing internal, no dependencies"},
@@ -155,6 +155,7 @@ var importRules = []importRule{
 // with why Berth depends on it. A rule may list only modules named here.
 var thirdParty = map[string]string{
 	"github.com/container-storage-interface/spec": "the CSI gRPC bindings: what storage plugins speak",
+	"github.com/gorilla/websocket":                "alloc exec's stream, a websocket as Nomad's /v1/client/allocation/:id/exec (the upstream api client speaks it)",
 	"github.com/hashicorp/go-bexpr":               "`?filter=` expressions, as Nomad's API takes them",
 	"github.com/hashicorp/go-hclog":               "the one structured logger",
 	"github.com/hashicorp/go-memdb":               "the state store: indexed MVCC tables with watch sets for blocking queries",

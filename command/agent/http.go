@@ -104,12 +104,7 @@ func (s *HTTPServer) registerHandlers() {
 	s.mux.HandleFunc("/v1/agent/self", s.wrap(s.agentSelfRequest))
 	s.mux.HandleFunc("/v1/client/fs/logs/", s.wrap(s.clientFSLogs))
 	s.mux.HandleFunc("/v1/client/stats", s.wrap(s.clientStats))
-	s.mux.HandleFunc("/v1/client/allocation/", s.wrap(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		if id, ok := strings.CutSuffix(trimPath(r, "/v1/client/allocation/"), "/stats"); ok && id != "" && !strings.Contains(id, "/") {
-			return s.clientAllocStats(w, r, id)
-		}
-		return nil, CodedError(http.StatusNotFound, "no such endpoint: "+r.URL.Path)
-	}))
+	s.mux.HandleFunc("/v1/client/allocation/", s.wrap(s.clientAllocRequest))
 	s.mux.HandleFunc("/v1/operator/audit", s.wrap(s.operatorAudit))
 	s.mux.HandleFunc("/v1/acl/bootstrap", s.wrap(s.aclBootstrap))
 	s.mux.HandleFunc("/v1/acl/policies", s.wrap(s.aclPolicies))

@@ -184,6 +184,9 @@ var table = []Endpoint{
 	httpOnly(structs.HTTPJobsParse, ns(acl.CapParseJob)),
 	httpOnly(structs.HTTPClientStats, kind(NodeRead)),
 	httpOnly(structs.HTTPClientAllocStats, ns(acl.CapReadJob)),
+	httpOnly(structs.HTTPClientAllocExec, ns(acl.CapAllocExec)),
+	httpOnly(structs.HTTPClientAllocNodeExec, ns(acl.CapAllocNodeExec)),
+	httpOnly(structs.HTTPClientFS, ns(acl.CapReadFS)),
 }
 
 var byMethod = func() map[string]*Endpoint {

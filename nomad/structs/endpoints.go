@@ -92,6 +92,12 @@ const (
 	HTTPClientStats              = "HTTP.ClientStats"
 	// HTTPClientAllocStats is authorized in the alloc's own namespace.
 	HTTPClientAllocStats = "HTTP.ClientAllocStats"
+	// HTTPClientAllocExec runs a command in an alloc's task; a raw_exec
+	// task, which runs on the host, needs HTTPClientAllocNodeExec.
+	HTTPClientAllocExec     = "HTTP.ClientAllocExec"
+	HTTPClientAllocNodeExec = "HTTP.ClientAllocNodeExec"
+	// HTTPClientFS reads an alloc's files (alloc fs).
+	HTTPClientFS = "HTTP.ClientFS"
 )
 
 // ACLAuthorizeRequest asks whether the token may call Endpoint (an
