@@ -89,3 +89,44 @@ func (zeros) Read(p []byte) (int, error) {
 	clear(p)
 	return len(p), nil
 }
+
+// BenchmarkAPI_VolumeList1000 is BenchmarkHTTP_VolumeList1000 through the
+// api package, decoding included, as berth-bench and the CLI list.
+func BenchmarkAPI_VolumeList1000(b *testing.B) {
+	a := newDevAgent(b)
+	registerPluginNode(b, a, 1, "hostpath", false)
+	for i := range 1000 {
+		id := fmt.Sprintf("vol-%04d", i)
+		resp, body := do(b, a, http.MethodPut, "/v1/volume/csi/"+id, api.CSIVolumeRegisterRequest{Volumes: []*api.CSIVolume{apiVolume(id, "hostpath")}})
+		must.Eq(b, http.StatusOK, resp.StatusCode, must.Sprint(body))
+	}
+	c, err := api.NewClient(&api.Config{Address: "http://" + a.HTTPAddr()})
+	must.NoError(b, err)
+	b.ResetTimer()
+	for b.Loop() {
+		vols, _, err := c.CSIVolumes().List(nil)
+		if err != nil || len(vols) != 1000 {
+			b.Fatalf("list: %d volumes, %v", len(vols), err)
+		}
+	}
+}
+
+// BenchmarkHTTP_VolumeRegister1000 registers 1,000 new volumes in one
+// request through the HTTP API of a dev agent: one Raft entry, and an
+// answer of 1,000 volumes built from one read of the plugins.
+func BenchmarkHTTP_VolumeRegister1000(b *testing.B) {
+	a := newDevAgent(b)
+	registerPluginNode(b, a, 1, "hostpath", false)
+	round := 0
+	for b.Loop() {
+		vols := make([]*api.CSIVolume, 1000)
+		for i := range vols {
+			vols[i] = apiVolume(fmt.Sprintf("vol-%03d-%04d", round, i), "hostpath")
+		}
+		round++
+		resp, body := do(b, a, http.MethodPut, "/v1/volume/csi/"+vols[0].ID, api.CSIVolumeRegisterRequest{Volumes: vols})
+		if resp.StatusCode != http.StatusOK {
+			b.Fatalf("register: %d %s", resp.StatusCode, body)
+		}
+	}
+}

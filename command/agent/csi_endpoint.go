@@ -129,6 +129,13 @@ func (s *HTTPServer) volumeToAPI(vol *structs.CSIVolume, q structs.QueryOptions)
 			health = healthOfPlugin(p)
 		}
 	}
+	return s.volumeWithAllocs(vol, health, q)
+}
+
+// volumeWithAllocs is volumeToAPI with the plugin's health already read:
+// it reads only the stubs of the claiming allocs, and nothing for an
+// unclaimed volume.
+func (s *HTTPServer) volumeWithAllocs(vol *structs.CSIVolume, health pluginHealth, q structs.QueryOptions) (*api.CSIVolume, error) {
 	ids := make([]string, 0, len(vol.Claims))
 	for id := range vol.Claims {
 		ids = append(ids, id)
@@ -233,10 +240,16 @@ func (s *HTTPServer) csiVolumesWrite(w http.ResponseWriter, r *http.Request, id,
 		return nil, err
 	}
 	setIndex(w, reply.Index)
-	out := api.CSIVolumeRegisterResponse{Volumes: []*api.CSIVolume{}, Warnings: reply.Warnings}
+	out := api.CSIVolumeRegisterResponse{Volumes: make([]*api.CSIVolume, 0, len(reply.Volumes)), Warnings: reply.Warnings}
 	q := structs.QueryOptions{Namespace: wr.Namespace, AuthToken: wr.AuthToken}
+	// One read of the plugins for the whole answer: a batch of 1,000
+	// volumes made one plugin read per volume, most of its time.
+	health, err := s.pluginHealths(q)
+	if err != nil {
+		return nil, err
+	}
 	for _, v := range reply.Volumes {
-		av, err := s.volumeToAPI(v, q)
+		av, err := s.volumeWithAllocs(v, healthOfPlugin(health[v.PluginID]), q)
 		if err != nil {
 			return nil, err
 		}

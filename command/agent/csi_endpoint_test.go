@@ -217,6 +217,39 @@ func TestHTTP_VolumeLifecycle(t *testing.T) {
 	must.Eq(t, "volume not found", body)
 }
 
+// A register of volumes of several plugins answers each volume with its
+// own plugin's health (read once for the whole request) and, for a volume
+// already claimed, the claiming allocs.
+func TestHTTP_VolumeRegisterBatchAnswersEachVolumesPlugin(t *testing.T) {
+	a := newDevAgent(t)
+	node := registerPluginNode(t, a, 1, "alpha", false)
+	registerPluginNode(t, a, 2, "alpha", false)
+	registerPluginNode(t, a, 3, "beta", false)
+
+	batch := api.CSIVolumeRegisterRequest{Volumes: []*api.CSIVolume{apiVolume("vol-a", "alpha"), apiVolume("vol-b", "beta")}}
+	out, resp := decode[api.CSIVolumeRegisterResponse](t, a, http.MethodPut, "/v1/volume/csi/vol-a", batch)
+	must.Eq(t, http.StatusOK, resp.StatusCode)
+	must.SliceLen(t, 2, out.Volumes)
+	byID := map[string]*api.CSIVolume{}
+	for _, v := range out.Volumes {
+		byID[v.ID] = v
+	}
+	must.Eq(t, 2, byID["vol-a"].NodesHealthy)
+	must.Eq(t, 1, byID["vol-b"].NodesHealthy)
+	must.True(t, byID["vol-b"].Schedulable)
+	must.SliceEmpty(t, byID["vol-a"].Allocations)
+
+	claimVolume(t, a, "vol-a", "alloc-1", node.ID)
+	out, resp = decode[api.CSIVolumeRegisterResponse](t, a, http.MethodPut, "/v1/volume/csi/vol-a", batch)
+	must.Eq(t, http.StatusOK, resp.StatusCode)
+	for _, v := range out.Volumes {
+		byID[v.ID] = v
+	}
+	must.SliceLen(t, 1, byID["vol-a"].Allocations, must.Sprint("the answer shows the alloc claiming vol-a"))
+	must.Eq(t, "alloc-1", byID["vol-a"].Allocations[0].ID)
+	must.SliceEmpty(t, byID["vol-b"].Allocations)
+}
+
 func TestHTTP_VolumeStatusCodes(t *testing.T) {
 	a := newDevAgent(t)
 	registerPluginNode(t, a, 1, "hostpath", false)
