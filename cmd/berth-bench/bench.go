@@ -81,7 +81,8 @@ func (b *bench) run(ctx context.Context) (*results, error) {
 	}
 	b.progress("the plugin was healthy %s after its job was submitted", fmtDur(time.Since(start)))
 	// Floors first, on the idle agent; the rows after them use them.
-	for _, step := range []func(context.Context) []row{b.floorRows, b.registerRows, b.oneAllocRows, b.manyRows} {
+	steps := []func(context.Context) []row{b.floorRows, b.registerRows, b.oneAllocRows, b.manyRows, b.batchRows, b.jobRows}
+	for _, step := range steps {
 		rows := step(ctx)
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -167,6 +168,29 @@ func (b *bench) manyRows(ctx context.Context) []row {
 	}
 }
 
+// batchRows registers cfg.batch new volumes in one request, cfg.batches
+// times (none with 0). It runs after the claim rows, so that the volumes
+// it adds do not change what those measure.
+func (b *bench) batchRows(ctx context.Context) []row {
+	if b.cfg.batches == 0 {
+		return nil
+	}
+	n := b.cfg.batch
+	b.progress("registering %d volumes in one request, %d times...", n, b.cfg.batches)
+	samples, err := b.registerBatches(ctx)
+	return []row{samplesRow(rowRegisterBatch, fmt.Sprintf("%d volumes in one register request", n), kindLatency, n, samples, 0, err)}
+}
+
+// jobRows runs the job of two exec allocs cfg.jobRuns times (none with 0).
+func (b *bench) jobRows(ctx context.Context) []row {
+	if b.cfg.jobRuns == 0 {
+		return nil
+	}
+	b.progress("a job of %d exec allocs, %d times: submit → all running...", jobAllocs, b.cfg.jobRuns)
+	samples, err := b.measureJobRuns(ctx)
+	return []row{samplesRow(rowJobRunning, fmt.Sprintf("job submit → %d exec allocs running", jobAllocs), kindLatency, jobAllocs, samples, 0, err)}
+}
+
 // samplesRow builds a row of the given size from samples, or a failed row.
 func samplesRow(id, name string, kind rowKind, size int, samples []time.Duration, floor time.Duration, err error) row {
 	x := row{ID: id, Name: name, Kind: kind, Size: size, Floor: floor, Err: err}
@@ -185,6 +209,9 @@ const (
 	manyJobID   = "bench-many"
 	manyVolume  = "bench-many" // per_alloc: alloc i uses bench-many[i]
 	regPrefix   = "bench-reg-"
+	batchPrefix = "bench-batch-"
+	runJobID    = "bench-run"
+	jobAllocs   = 2 // allocs of the runs' job
 	workTask    = "work"
 )
 
@@ -248,6 +275,96 @@ func (b *bench) registerVolumes(ctx context.Context) ([]time.Duration, time.Dura
 		samples = append(samples, time.Since(t))
 	}
 	return samples, time.Since(start), nil
+}
+
+// registerBatches registers cfg.batches requests of cfg.batch new
+// volumes each and returns each request's latency. Each answer must hold
+// every volume of its request.
+func (b *bench) registerBatches(ctx context.Context) ([]time.Duration, error) {
+	c := b.agent.api
+	samples := make([]time.Duration, 0, b.cfg.batches)
+	for round := range b.cfg.batches {
+		vols := make([]*api.CSIVolume, b.cfg.batch)
+		for i := range vols {
+			vols[i] = benchVolume(fmt.Sprintf("%s%d-%04d", batchPrefix, round, i))
+		}
+		t := time.Now()
+		resp, _, err := c.CSIVolumes().RegisterOpts(&api.CSIVolumeRegisterRequest{Volumes: vols}, writeOpts(ctx))
+		d := time.Since(t)
+		if err != nil {
+			return nil, fmt.Errorf("registering %d volumes in one request (round %d): %w", len(vols), round+1, err)
+		}
+		if len(resp.Volumes) != len(vols) {
+			return nil, fmt.Errorf("registering %d volumes in one request: the answer holds %d", len(vols), len(resp.Volumes))
+		}
+		samples = append(samples, d)
+	}
+	return samples, nil
+}
+
+// measureJobRuns submits a job of jobAllocs exec tasks without volumes
+// cfg.jobRuns times and returns, for each run, the time from the submit
+// call to a blocking query seeing every task running (the bench's clock:
+// what a user who submits and watches sees). Each run's job is stopped and
+// its tasks dead before the next.
+func (b *bench) measureJobRuns(ctx context.Context) ([]time.Duration, error) {
+	c := b.agent.api
+	var samples []time.Duration
+	for i := range b.cfg.jobRuns {
+		job := workJob(runJobID, "", jobAllocs, false)
+		job.TaskGroups[0].Volumes = nil
+		job.TaskGroups[0].Tasks[0].VolumeMounts = nil
+		start := time.Now()
+		if _, _, err := c.Jobs().Register(job, writeOpts(ctx)); err != nil {
+			return nil, fmt.Errorf("run %d: registering job %s: %w", i+1, runJobID, err)
+		}
+		if err := b.waitTasks(ctx, runJobID, jobAllocs, api.TaskStateRunning, oneAllocTimeout); err != nil {
+			return nil, fmt.Errorf("run %d: %w", i+1, err)
+		}
+		samples = append(samples, time.Since(start))
+		if _, _, err := c.Jobs().Deregister(runJobID, false, writeOpts(ctx)); err != nil {
+			return nil, fmt.Errorf("run %d: stopping job %s: %w", i+1, runJobID, err)
+		}
+		if err := b.waitTasks(ctx, runJobID, jobAllocs, api.TaskStateDead, oneAllocTimeout); err != nil {
+			return nil, fmt.Errorf("run %d: %w", i+1, err)
+		}
+		if _, _, err := c.Jobs().Deregister(runJobID, true, writeOpts(ctx)); err != nil {
+			return nil, fmt.Errorf("run %d: purging job %s: %w", i+1, runJobID, err)
+		}
+	}
+	return samples, nil
+}
+
+// waitTasks waits, with blocking queries on the job's allocs, until count
+// of them have their task in the given state. An alloc that fails while
+// waiting for running ends the wait with its story.
+func (b *bench) waitTasks(ctx context.Context, jobID string, count int, state string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var index uint64
+	for {
+		q := &api.QueryOptions{WaitIndex: index, WaitTime: blockingWait}
+		allocs, qm, err := b.agent.api.Jobs().Allocations(jobID, false, q.WithContext(ctx))
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("waiting for %d tasks of job %s to be %s: %w", count, jobID, state, ctx.Err())
+			}
+			return fmt.Errorf("listing the allocs of job %s: %w", jobID, err)
+		}
+		index = qm.LastIndex
+		n := 0
+		for _, a := range allocs {
+			if state == api.TaskStateRunning && (a.ClientStatus == api.AllocClientStatusFailed || a.ClientStatus == api.AllocClientStatusLost) {
+				return errors.New(describeAlloc(a, workTask))
+			}
+			if st := a.TaskStates[workTask]; st != nil && st.State == state {
+				n++
+			}
+		}
+		if n >= count {
+			return nil
+		}
+	}
 }
 
 // listVolumes lists all volumes cfg.lists times; there must be exactly the

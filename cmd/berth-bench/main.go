@@ -34,6 +34,16 @@
 //     append is its floor).
 //   - volume list: GET /v1/volumes?type=csi returning exactly those N
 //     volumes, repeated; a read, so no disk floor (it is JSON-bound).
+//   - volumes in one register request: -batch new volumes in one PUT,
+//     -batches times, through the api package (encoding the request and
+//     decoding the answer of every volume as stored included); one Raft
+//     entry each. It runs after the claim rows, so that its volumes do
+//     not weigh on them.
+//   - job submit → exec allocs running: a service job of two exec tasks
+//     without volumes, from the submit call to a blocking query on its
+//     allocs seeing both tasks running (the bench's clock: what a user
+//     who submits and watches sees). Stopped, its tasks dead, and purged
+//     between runs.
 //   - claim → NodePublish done (1 alloc): a service job with one exec task
 //     mounting one single-node-writer volume. From the claim's CreateTime
 //     (the leader stamps it when the plan that places the alloc reserves
@@ -103,6 +113,9 @@ type config struct {
 	berth     string // path of the berth binary
 	json      bool
 	registers int // volumes registered, then listed
+	batch     int // volumes of one register request
+	batches   int // such requests
+	jobRuns   int // runs of the two-alloc job without volumes
 	lists     int // list calls
 	claims    int // one-alloc claim/stop runs
 	many      int // allocs of the big job
@@ -122,6 +135,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.json, "json", false, "print the results as JSON instead of a table")
 	fs.IntVar(&cfg.registers, "registers", 1000, "volumes to register one by one (and then list)")
 	fs.IntVar(&cfg.lists, "lists", 100, "volume list calls")
+	fs.IntVar(&cfg.batch, "batch", 1000, "volumes registered in one request")
+	fs.IntVar(&cfg.batches, "batches", 5, "requests of -batch volumes each (0 skips the row)")
+	fs.IntVar(&cfg.jobRuns, "job-runs", 5, "runs of a job of two exec allocs without volumes, submit → both running (0 skips the row)")
 	fs.IntVar(&cfg.claims, "claims", 20, "runs of the one-alloc job (claim → published, stop → freed)")
 	fs.IntVar(&cfg.many, "many", 100, "allocs of the big job (0 skips its rows)")
 	fs.IntVar(&cfg.floorN, "floor-n", 1000, "iterations of each floor")
@@ -142,8 +158,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "berth-bench: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
-	if cfg.registers < 1 || cfg.lists < 1 || cfg.claims < 1 || cfg.many < 0 || cfg.floorN < 1 {
-		fmt.Fprintln(stderr, "berth-bench: -registers, -lists, -claims and -floor-n must be at least 1, -many at least 0")
+	if cfg.registers < 1 || cfg.lists < 1 || cfg.claims < 1 || cfg.many < 0 || cfg.floorN < 1 ||
+		cfg.batch < 1 || cfg.batches < 0 || cfg.jobRuns < 0 {
+		fmt.Fprintln(stderr, "berth-bench: -registers, -lists, -claims, -batch and -floor-n must be at least 1; -many, -batches and -job-runs at least 0")
 		return 2
 	}
 	if os.Geteuid() != 0 {

@@ -6,18 +6,21 @@ import "time"
 const (
 	rowRegister      = "register"
 	rowRegisterTotal = "register_total"
+	rowRegisterBatch = "register_batch"
 	rowList          = "list"
 	rowClaimOne      = "claim_publish_1"
 	rowStopOne       = "stop_freed_1"
 	rowClaimMany     = "claim_publish_many"
 	rowStopMany      = "stop_freed_many"
+	rowJobRunning    = "job_running"
 	rowFloorWAL      = "floor_raft_wal"
 	rowFloorGRPC     = "floor_grpc"
 	rowFloorMount    = "floor_bind_mount"
 )
 
 var rowOrder = []string{
-	rowRegister, rowRegisterTotal, rowList, rowClaimOne, rowStopOne, rowClaimMany, rowStopMany,
+	rowRegister, rowRegisterTotal, rowRegisterBatch, rowList, rowClaimOne, rowStopOne, rowClaimMany, rowStopMany,
+	rowJobRunning,
 	rowFloorWAL, rowFloorGRPC, rowFloorMount,
 }
 
@@ -45,6 +48,8 @@ var references = map[string]reference{
 	rowRegister: {Nomad: "1.3ms", NomadBest: 1300 * time.Microsecond, Target: true},
 	// 1.84–2.6 s for 1,000 sequential registers.
 	rowRegisterTotal: {Nomad: "1.8–2.6s", NomadBest: 1800 * time.Millisecond, Target: true, Size: 1000},
+	// 1,000 volumes in one register request: 71–110 ms (issue 20).
+	rowRegisterBatch: {Nomad: "71–110ms", NomadBest: 71 * time.Millisecond, Target: true, Size: 1000},
 	// List of 1,000 volumes (447 KB): p50 11.3 ms on disk.
 	rowList: {Nomad: "11ms", NomadBest: 11 * time.Millisecond, Target: true, Size: 1000},
 	// K=1, 8 runs: alloc create → NodePublish done, median 24 ms (10–78).
@@ -56,6 +61,8 @@ var references = map[string]reference{
 	rowClaimMany: {Nomad: "0.34–6.4s", NomadBest: 340 * time.Millisecond, Size: 100},
 	// K=100, stop without purge: all unmounted and freed after 1.1–5.4 s.
 	rowStopMany: {Nomad: "1.1–5.4s", NomadBest: 1100 * time.Millisecond, Target: true, Size: 100},
+	// Job of two exec allocs, submit → both running: 0.8–1.4 s (issue 20).
+	rowJobRunning: {Nomad: "0.8–1.4s", NomadBest: 800 * time.Millisecond, Target: true, Size: 2},
 	// Floors of §7 (perf-anchors.md §2: raft-wal p50 0.15–0.17 ms, gRPC
 	// p50 39–50 µs, bind mount pair p50 47–53 µs).
 	rowFloorWAL:   {Floor: "0.16ms"},
