@@ -77,6 +77,11 @@ type Config struct {
 	// stream.DefaultBufferSize).
 	EventBufferSize int
 
+	// JobTrackedVersions is how many versions of each job are kept (0:
+	// structs.DefaultJobTrackedVersions). The leader writes it into each
+	// job write's Raft entry, so followers trim as it does.
+	JobTrackedVersions int
+
 	// RPCHoldTimeout is how long a request waits for a leader to appear
 	// before failing with "no cluster leader".
 	RPCHoldTimeout time.Duration

@@ -251,7 +251,7 @@ func (f *FSM) applyJobRegister(buf []byte, index uint64) error {
 	if err := decodeRequest(buf, &req); err != nil {
 		return err
 	}
-	return f.State().UpsertJob(index, req.Job, evalList(req.Eval)...)
+	return f.State().RegisterJob(index, req.Job, req.TrackedVersions, evalList(req.Eval)...)
 }
 
 func (f *FSM) applyJobDeregister(buf []byte, index uint64) error {
@@ -263,7 +263,7 @@ func (f *FSM) applyJobDeregister(buf []byte, index uint64) error {
 	if req.Purge {
 		return f.State().DeleteJob(index, ns, req.JobID, evalList(req.Eval)...)
 	}
-	return f.State().StopJob(index, ns, req.JobID, evalList(req.Eval)...)
+	return f.State().StopJobKeeping(index, ns, req.JobID, req.TrackedVersions, evalList(req.Eval)...)
 }
 
 func evalList(e *structs.Evaluation) []*structs.Evaluation {
@@ -363,6 +363,8 @@ const (
 	fsmSnapCSIPlugin fsmSnapshotRecord = 7
 	fsmSnapACLPolicy fsmSnapshotRecord = 8
 	fsmSnapACLToken  fsmSnapshotRecord = 9
+	// Kept versions of jobs (the version in force included).
+	fsmSnapJobVersion fsmSnapshotRecord = 10
 )
 
 // fsmSnapshotVersion is the snapshot format this server writes and reads.
@@ -425,6 +427,7 @@ func (s *fsmSnapshot) persist(w io.Writer) error {
 		{fsmSnapCSIPlugin, state.TableCSIPlugins, func() (memdb.ResultIterator, error) { return s.snap.CSIPlugins(nil) }},
 		{fsmSnapACLPolicy, state.TableACLPolicies, func() (memdb.ResultIterator, error) { return s.snap.ACLPolicies(nil, "") }},
 		{fsmSnapACLToken, state.TableACLTokens, func() (memdb.ResultIterator, error) { return s.snap.ACLTokens(nil, "") }},
+		{fsmSnapJobVersion, state.TableJobVersions, func() (memdb.ResultIterator, error) { return s.snap.JobVersions(nil) }},
 	}
 	for _, t := range tables {
 		iter, err := t.iter()
@@ -518,6 +521,8 @@ func readFSMSnapshot(r io.Reader, restore *state.StateRestore) error {
 			err = decodeRecord(dec, restore.ACLPolicyRestore)
 		case fsmSnapACLToken:
 			err = decodeRecord(dec, restore.ACLTokenRestore)
+		case fsmSnapJobVersion:
+			err = decodeRecord(dec, restore.JobVersionRestore)
 		default:
 			return fmt.Errorf("unknown snapshot record type %d (written by a newer server?)", record)
 		}

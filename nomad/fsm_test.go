@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/hashicorp/go-memdb"
+	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/hashicorp/raft"
 	"github.com/shoenig/test/must"
 
@@ -473,6 +474,8 @@ func fsmDump(t *testing.T, s *state.StateStore) map[string][]any {
 	add(state.TableCSIVolumes, iter, err)
 	iter, err = s.CSIPlugins(nil)
 	add(state.TableCSIPlugins, iter, err)
+	iter, err = s.JobVersions(nil)
+	add(state.TableJobVersions, iter, err)
 	iter, err = s.Indexes()
 	add(state.TableIndex, iter, err)
 	return out
@@ -481,11 +484,16 @@ func fsmDump(t *testing.T, s *state.StateStore) map[string][]any {
 func TestFSM_SnapshotRestoreRoundTrip(t *testing.T) {
 	f := fsmTestFSM(t)
 	fsmPopulate(t, f)
+	// A second version of web: both versions travel in the snapshot.
+	web2 := fsmJob("web")
+	web2.Priority = 70
+	fsmMustApply(t, f, 9, structs.JobRegisterRequestType, &structs.JobRegisterRequest{Job: web2})
 	want := fsmDump(t, f.State())
 	for _, table := range []string{state.TableNodes, state.TableJobs, state.TableAllocs, state.TableEvals,
-		state.TableCSIVolumes, state.TableCSIPlugins, state.TableIndex} {
+		state.TableCSIVolumes, state.TableCSIPlugins, state.TableJobVersions, state.TableIndex} {
 		must.SliceNotEmpty(t, want[table], must.Sprint(table)) // every table is in the test
 	}
+	must.SliceLen(t, 2, want[state.TableJobVersions])
 
 	snap, err := f.Snapshot()
 	must.NoError(t, err)
@@ -517,6 +525,82 @@ func TestFSM_SnapshotRestoreRoundTrip(t *testing.T) {
 	idx, err := restored.State().Index(state.TableCSIVolumes)
 	must.NoError(t, err)
 	must.Eq(t, 60, idx)
+}
+
+// TestFSM_JobVersionsKeptAsTheEntrySays: the number of versions kept
+// comes from the Raft entry, so every server trims the same ones whatever
+// its own config.
+func TestFSM_JobVersionsKeptAsTheEntrySays(t *testing.T) {
+	f := fsmTestFSM(t)
+	for i := range 5 {
+		j := fsmJob("web")
+		j.Priority = 10 + i
+		fsmMustApply(t, f, uint64(i+1), structs.JobRegisterRequestType, &structs.JobRegisterRequest{Job: j, TrackedVersions: 3})
+	}
+	vs, err := f.State().JobVersionsByID(nil, structs.DefaultNamespace, "web")
+	must.NoError(t, err)
+	var got []uint64
+	for _, v := range vs {
+		got = append(got, v.Version)
+	}
+	must.Eq(t, []uint64{4, 3, 2}, got)
+
+	fsmMustApply(t, f, 6, structs.JobDeregisterRequestType, &structs.JobDeregisterRequest{JobID: "web", TrackedVersions: 2})
+	vs, err = f.State().JobVersionsByID(nil, structs.DefaultNamespace, "web")
+	must.NoError(t, err)
+	must.SliceLen(t, 2, vs)
+	must.Eq(t, 5, vs[0].Version)
+	must.True(t, vs[0].Stop)
+}
+
+// TestFSM_RestoreBackfillsJobVersions: a snapshot written before versions
+// were kept has jobs and no version records; each job's version in force
+// becomes its one kept version.
+func TestFSM_RestoreBackfillsJobVersions(t *testing.T) {
+	src := fsmTestFSM(t)
+	fsmPopulate(t, src)
+	snap, err := src.Snapshot()
+	must.NoError(t, err)
+	sink := &fsmSink{}
+	must.NoError(t, snap.Persist(sink))
+	old := withoutRecords(t, sink.Bytes(), fsmSnapJobVersion)
+	must.Less(t, len(sink.Bytes()), len(old)) // the version records were there
+
+	f := fsmTestFSM(t)
+	must.NoError(t, f.Restore(io.NopCloser(bytes.NewReader(old))))
+	vs, err := f.State().JobVersionsByID(nil, structs.DefaultNamespace, "web")
+	must.NoError(t, err)
+	must.SliceLen(t, 1, vs)
+	job, err := f.State().JobByID(nil, structs.DefaultNamespace, "web")
+	must.NoError(t, err)
+	must.Eq(t, job, vs[0])
+}
+
+// withoutRecords re-encodes a snapshot leaving out the records of type
+// drop, as a server that did not know them wrote it.
+func withoutRecords(t *testing.T, data []byte, drop fsmSnapshotRecord) []byte {
+	t.Helper()
+	dec := codec.NewDecoder(bytes.NewReader(data), msgpack.Handle())
+	var out bytes.Buffer
+	var header codec.Raw
+	must.NoError(t, dec.Decode(&header))
+	out.Write(header)
+	for {
+		// Record types are positive fixints: one byte each.
+		var rec fsmSnapshotRecord
+		must.NoError(t, dec.Decode(&rec))
+		if rec == fsmSnapEnd {
+			out.WriteByte(byte(rec))
+			return out.Bytes()
+		}
+		var obj codec.Raw
+		must.NoError(t, dec.Decode(&obj))
+		if rec == drop {
+			continue
+		}
+		out.WriteByte(byte(rec))
+		out.Write(obj)
+	}
 }
 
 func TestFSM_RestoreSwapsAndAbandons(t *testing.T) {

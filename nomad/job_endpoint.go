@@ -40,6 +40,7 @@ func (j *JobEndpoint) Register(args *structs.JobRegisterRequest, reply *structs.
 	job.SubmitTime = now
 	eval := newJobEval(job, "", structs.EvalTriggerJobRegister, now)
 	args.Job, args.Eval, args.Timestamp = job, eval, now
+	args.TrackedVersions = j.srv.config.JobTrackedVersions
 	_, index, err := j.srv.raftApply(structs.JobRegisterRequestType, args)
 	if err != nil {
 		return fmt.Errorf("registering job %q: %w", job.ID, err)
@@ -123,6 +124,7 @@ func (j *JobEndpoint) Deregister(args *structs.JobDeregisterRequest, reply *stru
 	now := time.Now().UnixNano()
 	eval := newJobEval(job, "", structs.EvalTriggerJobDeregister, now)
 	args.Namespace, args.Eval, args.Timestamp = ns, eval, now
+	args.TrackedVersions = j.srv.config.JobTrackedVersions
 	_, index, err := j.srv.raftApply(structs.JobDeregisterRequestType, args)
 	if err != nil {
 		return fmt.Errorf("deregistering job %q: %w", args.JobID, err)
@@ -163,6 +165,112 @@ func (j *JobEndpoint) GetJob(args *structs.JobSpecificRequest, reply *structs.Si
 		}
 		return snap.Index(state.TableJobs)
 	})
+}
+
+// GetJobVersions reads the versions the servers keep of one job (exact
+// ID), newest first: the version in force, then the ones it replaced, up
+// to server.job_tracked_versions. Versions is empty when there is no such
+// job. With namespace "*" the job is looked up in every namespace (an ID
+// in several is CodeInvalid, naming them).
+func (j *JobEndpoint) GetJobVersions(args *structs.JobVersionsRequest, reply *structs.JobVersionsResponse) (err error) {
+	defer wire(&err)
+	defer measureRPC(structs.MethodJobGetJobVersions, time.Now())
+	if done, err := j.srv.forward(structs.MethodJobGetJobVersions, args, args, reply); done {
+		return err
+	}
+	if args.JobID == "" {
+		return structs.NewError(structs.CodeInvalid, "job versions: missing job ID")
+	}
+	ns := args.RequestNamespace()
+	return j.srv.blockingRPC(&args.QueryOptions, &reply.QueryMeta, func(ws memdb.WatchSet, snap *state.StateSnapshot) (uint64, error) {
+		job, err := lookupExact("job", args.JobID,
+			func() (*structs.Job, error) {
+				if ns == structs.AllNamespaces {
+					return nil, nil
+				}
+				return snap.JobByID(ws, ns, args.JobID)
+			},
+			func() (memdb.ResultIterator, error) { return snap.JobsByIDPrefix(ws, ns, args.JobID) },
+			func(j *structs.Job) string { return j.ID })
+		if err != nil {
+			return 0, err
+		}
+		reply.Versions = []*structs.Job{}
+		if job == nil {
+			return snap.Index(state.TableJobVersions)
+		}
+		vs, err := snap.JobVersionsByID(ws, job.Namespace, job.ID)
+		if err != nil {
+			return 0, err
+		}
+		for _, v := range vs {
+			reply.Versions = append(reply.Versions, v.Copy())
+		}
+		return maxIndex(snap, state.TableJobs, state.TableJobVersions)
+	})
+}
+
+// Revert registers again the spec of one of a job's kept versions: a new
+// version, with the evaluation that makes the scheduler apply it. The
+// version in force, and a version no longer kept, are refused with the
+// way out. Reverting to a spec that mounts CSI volumes needs what
+// registering it needs (csi-mount-volume).
+func (j *JobEndpoint) Revert(args *structs.JobRevertRequest, reply *structs.JobRegisterResponse) (err error) {
+	defer wire(&err)
+	defer measureRPC(structs.MethodJobRevert, time.Now())
+	if done, err := j.srv.forward(structs.MethodJobRevert, args, args, reply); done {
+		return err
+	}
+	if args.JobID == "" {
+		return structs.NewError(structs.CodeInvalid, "job revert: missing job ID")
+	}
+	ns := args.RequestNamespace()
+	if ns == structs.AllNamespaces {
+		return structs.NewError(structs.CodeInvalid, "job revert %q: namespace %q is only for listing; name the job's namespace", args.JobID, ns)
+	}
+	snap, err := j.srv.State().Snapshot()
+	if err != nil {
+		return err
+	}
+	cur, err := snap.JobByID(nil, ns, args.JobID)
+	if err != nil {
+		return err
+	}
+	if cur == nil {
+		return structs.NewError(structs.CodeNotFound, "job %q not found in namespace %q; see 'berth job status'", args.JobID, ns)
+	}
+	if args.EnforcePriorVersion != nil && *args.EnforcePriorVersion != cur.Version {
+		return structs.NewError(structs.CodeConflict, "job %q is at version %d, not %d as the revert required; see 'berth job history %s'",
+			args.JobID, cur.Version, *args.EnforcePriorVersion, args.JobID)
+	}
+	if args.JobVersion == cur.Version {
+		return structs.NewError(structs.CodeInvalid, "job %q is already at version %d; name an earlier version from 'berth job history %s'",
+			args.JobID, cur.Version, args.JobID)
+	}
+	old, err := snap.JobByIDAndVersion(nil, ns, args.JobID, args.JobVersion)
+	if err != nil {
+		return err
+	}
+	if old == nil {
+		return structs.NewError(structs.CodeNotFound, "job %q has no version %d kept (the servers keep the last %d); see 'berth job history %s'",
+			args.JobID, args.JobVersion, j.trackedVersions(), args.JobID)
+	}
+	reg := &structs.JobRegisterRequest{Job: old.Copy(), WriteRequest: args.WriteRequest}
+	reg.Namespace = ns
+	// The revert was authorized as a submit; the spec it brings back is
+	// authorized as its registration would be.
+	if _, _, err := j.srv.authorize(structs.MethodJobRegister, reg); err != nil {
+		return err
+	}
+	return j.Register(reg, reply)
+}
+
+// trackedVersions is how many versions of a job this server keeps.
+func (j *JobEndpoint) trackedVersions() int {
+	if n := j.srv.config.JobTrackedVersions; n > 0 {
+		return n
+	}
+	return structs.DefaultJobTrackedVersions
 }
 
 // List lists the jobs of a namespace ("*" for all), by ID prefix, one page

@@ -109,6 +109,9 @@ func (a *Agent) setupServer(logOutput io.Writer) error {
 	sc.BootstrapExpect = cfg.Server.BootstrapExpect
 	sc.ServerJoin = cfg.Server.ServerJoin
 	sc.EventBufferSize = cfg.Server.EventBufferSize
+	if cfg.Server.JobTrackedVersions != nil {
+		sc.JobTrackedVersions = *cfg.Server.JobTrackedVersions
+	}
 	sc.RPCMaxConnsPerClient = cfg.rpcMaxConnsPerClient()
 	sc.ACLEnabled = cfg.ACLEnabled()
 	if cfg.ACL != nil && cfg.ACL.AuditLog != "" {

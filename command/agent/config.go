@@ -94,6 +94,9 @@ type ServerConfig struct {
 	// EventBufferSize is how many Raft indexes' events the event stream
 	// keeps for readers to catch up and resume (0: 1024).
 	EventBufferSize int `hcl:"event_buffer_size,optional"`
+	// JobTrackedVersions is how many versions of each job the servers
+	// keep for job history and revert (unset: 6, as Nomad's).
+	JobTrackedVersions *int `hcl:"job_tracked_versions,optional"`
 }
 
 // ACLConfig is the `acl {}` block. With enabled = true every request
@@ -484,6 +487,9 @@ func (c *Config) Merge(o *Config) *Config {
 		if o.Server.ServerJoin != nil {
 			s.ServerJoin = o.Server.ServerJoin
 		}
+		if o.Server.JobTrackedVersions != nil {
+			s.JobTrackedVersions = o.Server.JobTrackedVersions
+		}
 		out.Server = &s
 	}
 	if o.Client != nil {
@@ -554,6 +560,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ServerEnabled() && c.Server.EventBufferSize < 0 {
 		errs = append(errs, fmt.Errorf("server.event_buffer_size = %d: want 0 (the default, 1024) or more", c.Server.EventBufferSize))
+	}
+	if c.ServerEnabled() && c.Server.JobTrackedVersions != nil && *c.Server.JobTrackedVersions <= 0 {
+		errs = append(errs, fmt.Errorf("server.job_tracked_versions = %d: want 1 or more (leave it out for the default, 6)", *c.Server.JobTrackedVersions))
 	}
 	if c.ServerEnabled() && c.Server.BootstrapExpect < 0 {
 		errs = append(errs, fmt.Errorf("server.bootstrap_expect = %d must not be negative", c.Server.BootstrapExpect))

@@ -23,6 +23,7 @@ server {
   enabled          = true
   bootstrap_expect = 3
   server_join      = ["127.0.0.1:5647", "127.0.0.1:5747"]
+  job_tracked_versions = 10
 }
 client {
   enabled = true
@@ -45,6 +46,7 @@ plugin "raw_exec" {
 	must.True(t, merged.ClientEnabled())
 	must.Eq(t, 3, merged.Server.BootstrapExpect)
 	must.SliceLen(t, 2, merged.Server.ServerJoin)
+	must.Eq(t, 10, *merged.Server.JobTrackedVersions)
 	must.Eq(t, "r1", merged.Client.Meta["rack"])
 	must.SliceLen(t, 1, merged.Plugins)
 	must.Eq(t, "raw_exec", merged.Plugins[0].Name)
@@ -79,6 +81,11 @@ func TestConfigValidate(t *testing.T) {
 		{"no data dir", func(c *Config) { c.Server.Enabled = boolPtr(true) }, "data_dir is required"},
 		{"bad bind", func(c *Config) { c.Server.Enabled = boolPtr(true); c.DataDir = "/x"; c.BindAddr = "nope" }, `bind_addr "nope" is not an IP address`},
 		{"unspecified needs advertise", func(c *Config) { c.Server.Enabled = boolPtr(true); c.DataDir = "/x"; c.BindAddr = "0.0.0.0" }, "needs advertise"},
+		{"no tracked versions", func(c *Config) {
+			c.Server.Enabled = boolPtr(true)
+			c.DataDir = "/x"
+			c.Server.JobTrackedVersions = new(0)
+		}, "server.job_tracked_versions = 0: want 1 or more"},
 		{"bad level", func(c *Config) { c.Client.Enabled = boolPtr(true); c.DataDir = "/x"; c.LogLevel = "LOUD" }, `log_level "LOUD"`},
 	}
 	for _, c := range cases {

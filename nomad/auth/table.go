@@ -129,6 +129,9 @@ var table = []Endpoint{
 	read(structs.MethodJobList, ns(acl.CapListJobs)),
 	read(structs.MethodJobAllocations, ns(acl.CapReadJob)),
 	read(structs.MethodJobEvaluations, ns(acl.CapReadJob)),
+	read(structs.MethodJobGetJobVersions, ns(acl.CapReadJob)),
+	// Revert also authorizes the spec it restores as Job.Register.
+	write(structs.MethodJobRevert, ns(acl.CapSubmitJob)),
 
 	read(structs.MethodAllocGetAlloc, nsOrNode(acl.CapReadJob)),
 	read(structs.MethodAllocList, ns(acl.CapReadJob)),

@@ -10,9 +10,10 @@ import (
 
 // StateRestore loads a snapshot into a store in one write transaction.
 // Objects are inserted as they are: indexes are not bumped (IndexRestore
-// restores the index table itself) and nothing is derived. Call Commit
-// when every object is in, or Abort to drop them all. Not safe for
-// concurrent use.
+// restores the index table itself) and nothing is derived, except that a
+// job without a kept version (a snapshot written before versions were
+// kept) gets its version in force as one. Call Commit when every object
+// is in, or Abort to drop them all. Not safe for concurrent use.
 type StateRestore struct {
 	txn *memdb.Txn
 }
@@ -26,6 +27,9 @@ func (s *StateStore) Restore() (*StateRestore, error) {
 
 // Commit makes the restored objects visible.
 func (r *StateRestore) Commit() error {
+	if err := backfillJobVersions(r.txn); err != nil {
+		return fmt.Errorf("restoring job versions: %w", err)
+	}
 	r.txn.Commit()
 	return nil
 }

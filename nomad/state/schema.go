@@ -13,6 +13,7 @@ import (
 const (
 	TableNodes       = "nodes"
 	TableJobs        = "jobs"
+	TableJobVersions = "job_versions"
 	TableAllocs      = "allocs"
 	TableEvals       = "evals"
 	TableCSIVolumes  = "csi_volumes"
@@ -62,6 +63,15 @@ func schema() *memdb.DBSchema {
 			Name: TableJobs,
 			Indexes: map[string]*memdb.IndexSchema{
 				IndexID: {Name: IndexID, Unique: true, Indexer: nsAnd("ID")},
+			},
+		},
+		TableJobVersions: {
+			Name: TableJobVersions,
+			Indexes: map[string]*memdb.IndexSchema{
+				IndexID: {Name: IndexID, Unique: true, Indexer: &memdb.CompoundIndex{
+					Indexes: []memdb.Indexer{str("Namespace"), str("ID"), &memdb.UintFieldIndex{Field: "Version"}},
+				}},
+				IndexJob: {Name: IndexJob, Indexer: nsAnd("ID")},
 			},
 		},
 		TableAllocs: {

@@ -47,11 +47,18 @@ func (s *StateStore) JobsByIDPrefix(ws memdb.WatchSet, ns, prefix string) (memdb
 // write. A new job gets CreateIndex, JobModifyIndex, Version 0 and status
 // pending. An update keeps CreateIndex and the status; when the spec
 // changed (anything but the server-managed fields and SubmitTime) it bumps
-// Version and sets JobModifyIndex to index.
+// Version and sets JobModifyIndex to index. It keeps the default number of
+// versions; RegisterJob takes it.
 func (s *StateStore) UpsertJob(index uint64, job *structs.Job, evals ...*structs.Evaluation) error {
+	return s.RegisterJob(index, job, 0, evals...)
+}
+
+// RegisterJob is UpsertJob keeping the newest keep versions of the job
+// (<= 0: structs.DefaultJobTrackedVersions).
+func (s *StateStore) RegisterJob(index uint64, job *structs.Job, keep int, evals ...*structs.Evaluation) error {
 	txn := s.writeTxn(index)
 	defer txn.Abort()
-	if err := upsertJobTxn(txn, job); err != nil {
+	if err := upsertJobTxn(txn, job, keep); err != nil {
 		return err
 	}
 	if err := upsertEvalsTxn(txn, evals); err != nil {
@@ -61,8 +68,14 @@ func (s *StateStore) UpsertJob(index uint64, job *structs.Job, evals ...*structs
 }
 
 // StopJob marks a job stopped (deregister without purge): a new version
-// with Stop set, with the evals it creates.
+// with Stop set, with the evals it creates. It keeps the default number of
+// versions; StopJobKeeping takes it.
 func (s *StateStore) StopJob(index uint64, ns, id string, evals ...*structs.Evaluation) error {
+	return s.StopJobKeeping(index, ns, id, 0, evals...)
+}
+
+// StopJobKeeping is StopJob keeping the newest keep versions of the job.
+func (s *StateStore) StopJobKeeping(index uint64, ns, id string, keep int, evals ...*structs.Evaluation) error {
 	txn := s.writeTxn(index)
 	defer txn.Abort()
 	existing, err := jobTxn(txn, ns, id)
@@ -74,7 +87,7 @@ func (s *StateStore) StopJob(index uint64, ns, id string, evals ...*structs.Eval
 	}
 	j := existing.Copy()
 	j.Stop = true
-	if err := upsertJobTxn(txn, j); err != nil {
+	if err := upsertJobTxn(txn, j, keep); err != nil {
 		return err
 	}
 	if err := upsertEvalsTxn(txn, evals); err != nil {
@@ -83,9 +96,9 @@ func (s *StateStore) StopJob(index uint64, ns, id string, evals ...*structs.Eval
 	return txn.commit()
 }
 
-// DeleteJob purges a job, with the evals the purge creates. Its allocs and
-// evals stay until GC; purging never touches volume claims. An unknown job
-// is CodeNotFound.
+// DeleteJob purges a job and its kept versions, with the evals the purge
+// creates. Its allocs and evals stay until GC; purging never touches
+// volume claims. An unknown job is CodeNotFound.
 func (s *StateStore) DeleteJob(index uint64, ns, id string, evals ...*structs.Evaluation) error {
 	txn := s.writeTxn(index)
 	defer txn.Abort()
@@ -99,13 +112,16 @@ func (s *StateStore) DeleteJob(index uint64, ns, id string, evals ...*structs.Ev
 	if err := txn.Delete(TableJobs, existing); err != nil {
 		return fmt.Errorf("deleting job %q: %w", id, err)
 	}
+	if err := deleteJobVersionsTxn(txn, ns, id); err != nil {
+		return err
+	}
 	if err := upsertEvalsTxn(txn, evals); err != nil {
 		return err
 	}
 	return txn.commit()
 }
 
-func upsertJobTxn(txn *writeTxn, job *structs.Job) error {
+func upsertJobTxn(txn *writeTxn, job *structs.Job, keep int) error {
 	if job == nil || job.ID == "" {
 		return structs.NewError(structs.CodeInvalid, "registering job: missing job ID")
 	}
@@ -136,6 +152,9 @@ func upsertJobTxn(txn *writeTxn, job *structs.Job) error {
 	j.ModifyIndex = txn.index
 	if err := txn.Insert(TableJobs, j); err != nil {
 		return fmt.Errorf("registering job %q: %w", j.ID, err)
+	}
+	if err := upsertJobVersionTxn(txn, j, keep); err != nil {
+		return err
 	}
 	txn.touchJob(j.Namespace, j.ID)
 	return nil
@@ -181,6 +200,10 @@ func updateJobStatusesTxn(txn *writeTxn) error {
 		j.ModifyIndex = txn.index
 		if err := txn.Insert(TableJobs, j); err != nil {
 			return fmt.Errorf("updating status of job %q: %w", j.ID, err)
+		}
+		// Same version: replaces its row, never trims.
+		if err := upsertJobVersionTxn(txn, j, 0); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -29,6 +29,9 @@ const (
 	MethodJobAllocations = "Job.Allocations"
 	MethodJobEvaluations = "Job.Evaluations"
 	MethodJobPlan        = "Job.Plan"
+	// MethodJobGetJobVersions and MethodJobRevert: a job's kept versions.
+	MethodJobGetJobVersions = "Job.GetJobVersions"
+	MethodJobRevert         = "Job.Revert"
 
 	MethodAllocGetAlloc = "Alloc.GetAlloc"
 	MethodAllocList     = "Alloc.List"

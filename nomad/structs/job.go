@@ -582,12 +582,20 @@ func (j *Job) Stub() *JobListStub {
 	}
 }
 
+// DefaultJobTrackedVersions is how many versions of each job the servers
+// keep when server.job_tracked_versions is unset, as Nomad's default.
+const DefaultJobTrackedVersions = 6
+
 // JobRegisterRequest registers or updates a job; the eval created for it
 // rides in the same Raft entry.
 type JobRegisterRequest struct {
 	Job       *Job
 	Eval      *Evaluation
 	Timestamp int64
+	// TrackedVersions is how many versions of the job to keep (0: the
+	// default). The leader sets it from its config, whatever a caller sent,
+	// so that every server applying the entry trims the same versions.
+	TrackedVersions int
 	WriteRequest
 }
 
@@ -606,6 +614,8 @@ type JobDeregisterRequest struct {
 	Purge     bool
 	Eval      *Evaluation
 	Timestamp int64
+	// TrackedVersions is as in JobRegisterRequest: a stop is a new version.
+	TrackedVersions int
 	WriteRequest
 }
 
@@ -626,6 +636,30 @@ type JobSpecificRequest struct {
 type SingleJobResponse struct {
 	Job *Job
 	QueryMeta
+}
+
+// JobVersionsRequest reads the versions of one job, by exact ID.
+type JobVersionsRequest struct {
+	JobID string
+	QueryOptions
+}
+
+// JobVersionsResponse carries a job's versions, newest first; empty when
+// there is no such job.
+type JobVersionsResponse struct {
+	Versions []*Job
+	QueryMeta
+}
+
+// JobRevertRequest registers again the spec of one of a job's kept
+// versions (as a new version).
+type JobRevertRequest struct {
+	JobID      string
+	JobVersion uint64
+	// EnforcePriorVersion, when set, refuses the revert unless the job is
+	// at that version, so two operators cannot revert over each other.
+	EnforcePriorVersion *uint64
+	WriteRequest
 }
 
 // JobListResponse carries list stubs.
