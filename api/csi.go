@@ -343,6 +343,22 @@ type CSIVolume struct {
 	Stats map[string]*CSIVolumeStats `json:",omitempty"`
 	// Expansion is the last expansion of the volume (Berth only).
 	Expansion *CSIVolumeExpansion `json:",omitempty"`
+	// MutableParameters are the parameters the plugin may change on a
+	// live volume (MODIFY_VOLUME); re-running create or register with
+	// other values changes them (Berth only).
+	MutableParameters map[string]string `json:",omitempty"`
+	// Modification is the last change of the mutable parameters (Berth
+	// only).
+	Modification *CSIVolumeModification `json:",omitempty"`
+}
+
+// CSIVolumeModification is the last change of a volume's mutable
+// parameters (Berth only): the ones sent, and the plugin's refusal if it
+// refused.
+type CSIVolumeModification struct {
+	Parameters map[string]string `json:",omitempty"`
+	Error      string            `json:",omitempty"`
+	Time       int64
 }
 
 // CSIVolumeExpansion is the last expansion of a volume, step by step
@@ -574,6 +590,7 @@ type CSIControllerInfo struct {
 	SupportsListVolumesAttachedNodes bool
 	SupportsCondition                bool
 	SupportsGet                      bool
+	SupportsModify                   bool
 }
 
 // CSINodeInfo is what a node plugin's NodeGetInfo and NodeGetCapabilities

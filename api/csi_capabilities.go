@@ -21,6 +21,7 @@ func (c *CSIControllerInfo) Capabilities() []string {
 		"LIST_VOLUMES_PUBLISHED_NODES": c.SupportsListVolumesAttachedNodes,
 		"VOLUME_CONDITION":             c.SupportsCondition,
 		"GET_VOLUME":                   c.SupportsGet,
+		"MODIFY_VOLUME":                c.SupportsModify,
 	})
 }
 

@@ -2,6 +2,8 @@ package command
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -190,6 +192,11 @@ func (c *VolumeStatusCommand) formatVolume(v *api.CSIVolume) string {
 		b.WriteString(expansionText(e))
 	}
 
+	if len(v.MutableParameters) > 0 || v.Modification != nil {
+		b.WriteString("\n\nMutable Parameters\n")
+		b.WriteString(modificationText(v.MutableParameters, v.Modification))
+	}
+
 	if len(v.Stats) > 0 {
 		b.WriteString("\n\nUsage\n")
 		b.WriteString(table(statsRows(v.Stats, c.verbose)))
@@ -366,6 +373,27 @@ func statsRows(stats map[string]*api.CSIVolumeStats, verbose bool) [][]string {
 			count(st.UsedInodes), count(st.AvailableInodes), cond, formatTime(time.Unix(0, st.SampledAt))})
 	}
 	return rows
+}
+
+// modificationText lists the mutable parameters in force and the last
+// change, with the plugin's refusal when it refused.
+func modificationText(params map[string]string, m *api.CSIVolumeModification) string {
+	var lines [][2]string
+	for _, k := range slices.Sorted(maps.Keys(params)) {
+		lines = append(lines, [2]string{k, params[k]})
+	}
+	if m != nil {
+		var sent []string
+		for _, k := range slices.Sorted(maps.Keys(m.Parameters)) {
+			sent = append(sent, k+"="+m.Parameters[k])
+		}
+		what := "set " + strings.Join(sent, ", ")
+		if m.Error != "" {
+			what = "refused " + strings.Join(sent, ", ") + ": " + m.Error
+		}
+		lines = append(lines, [2]string{"Last Change", what}, [2]string{"Changed", formatTime(time.Unix(0, m.Time))})
+	}
+	return kv(lines)
 }
 
 // expansionText says where the last expansion got.

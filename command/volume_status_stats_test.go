@@ -32,3 +32,17 @@ func TestVolumeStatus_UsageAndExpansion(t *testing.T) {
 	must.StrContains(t, exp, "expanded to 2 GiB")
 	must.StrContains(t, exp, "node-aaa pending")
 }
+
+func TestVolumeStatus_MutableParameters(t *testing.T) {
+	c := &VolumeStatusCommand{}
+	out := c.formatVolume(&api.CSIVolume{ID: "db"})
+	must.StrNotContains(t, out, "Mutable Parameters")
+	out = c.formatVolume(&api.CSIVolume{
+		ID: "db", MutableParameters: map[string]string{"note": "b", "tier": "x"},
+		Modification: &api.CSIVolumeModification{Parameters: map[string]string{"iops": "9000"}, Error: "bad iops", Time: 1},
+	})
+	mod := out[strings.Index(out, "Mutable Parameters\n"):]
+	must.StrContains(t, mod, "note")
+	must.StrContains(t, mod, "tier")
+	must.StrContains(t, mod, "refused iops=9000: bad iops")
+}

@@ -89,6 +89,7 @@
 //	}
 //	secrets    { key = "value" }       # or secrets = { key = "value" }
 //	parameters { key = "value" }
+//	mutable_parameters { key = "value" } # changeable later (MODIFY_VOLUME)
 //	context    { key = "value" }
 //
 // Sizes with SI units (KB, MB, GB, TB, PB, EB) are powers of 1000, with

@@ -111,7 +111,7 @@ var (
 			"snapshot_id", "clone_id", "capacity_min", "capacity_max",
 		},
 		blocks: []blockSchema{{"capability", nil}, {"mount_options", nil}, {"topology_request", nil}},
-		maps:   []string{"secrets", "parameters", "context"},
+		maps:   []string{"secrets", "parameters", "mutable_parameters", "context"},
 	}
 	capabilitySchema      = schema{attrs: []string{"access_mode", "attachment_mode"}}
 	topologyRequestSchema = schema{blocks: []blockSchema{{"required", nil}, {"preferred", nil}}}
@@ -180,6 +180,7 @@ func (d *decoder) volume(body hcl.Body) *api.CSIVolume {
 		v.Secrets = api.CSISecrets(s)
 	}
 	v.Parameters = d.stringMap(c, "parameters", "a volume")
+	v.MutableParameters = d.stringMap(c, "mutable_parameters", "a volume")
 	v.Context = d.stringMap(c, "context", "a volume")
 	return v
 }

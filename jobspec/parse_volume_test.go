@@ -64,6 +64,10 @@ parameters = {
   tier = "fast"
 }
 
+mutable_parameters {
+  note = "nightly"
+}
+
 context {
   endpoint = "${not.interpolated}"
 }
@@ -95,6 +99,7 @@ const fullVolumeJSON = `{
   },
   "secrets": {"password": "hunter2"},
   "parameters": {"iops": 3000, "tier": "fast"},
+  "mutable_parameters": {"note": "nightly"},
   "context": {"endpoint": "${not.interpolated}"}
 }`
 
@@ -114,9 +119,10 @@ func TestParseVolume_Full(t *testing.T) {
 			},
 			Preferred: []*api.CSITopology{{Segments: map[string]string{"zone": "b"}}},
 		},
-		Secrets:    api.CSISecrets{"password": "hunter2"},
-		Parameters: map[string]string{"iops": "3000", "tier": "fast"},
-		Context:    map[string]string{"endpoint": "${not.interpolated}"},
+		Secrets:           api.CSISecrets{"password": "hunter2"},
+		Parameters:        map[string]string{"iops": "3000", "tier": "fast"},
+		MutableParameters: map[string]string{"note": "nightly"},
+		Context:           map[string]string{"endpoint": "${not.interpolated}"},
 	}
 	for _, tc := range []struct{ name, src string }{
 		{"volume.hcl", fullVolumeHCL},

@@ -93,6 +93,7 @@ func (c *csiControllers) create(ctx context.Context, vol *structs.CSIVolume) (*s
 		Capabilities:               vol.RequestedCapabilities,
 		MountOptions:               vol.MountOptions.Copy(),
 		Parameters:                 maps.Clone(vol.Parameters),
+		MutableParameters:          maps.Clone(vol.MutableParameters),
 		RequestedTopologies:        vol.RequestedTopologies.Copy(),
 		SnapshotID:                 vol.SnapshotID,
 		CloneID:                    vol.CloneID,
@@ -121,6 +122,15 @@ func (c *csiControllers) expand(ctx context.Context, vol *structs.CSIVolume, min
 		return nil, err
 	}
 	return &reply, nil
+}
+
+// modify sets the given mutable parameters of vol in the provider
+// (ControllerModifyVolume).
+func (c *csiControllers) modify(ctx context.Context, vol *structs.CSIVolume, params map[string]string) error {
+	args := &structs.ClientCSIControllerModifyRequest{
+		ClientCSIControllerRequest: controllerRequest(vol), MutableParameters: maps.Clone(params),
+	}
+	return c.call(ctx, vol.PluginID, "CSIController.Modify", args, &structs.ClientCSIControllerResponse{})
 }
 
 // nodeExpand asks the client of nodeID, through its node session, to grow

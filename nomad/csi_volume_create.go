@@ -87,12 +87,9 @@ func (v *CSIVolumeEndpoint) createOne(sc *scheduling, vol *structs.CSIVolume) (*
 		return nil, 0, err
 	}
 	if existing != nil {
-		grow, err := sizeChange(existing, vol)
-		if err != nil {
-			return nil, 0, err
-		}
-		if grow {
-			return v.expandLocked(ctx, existing, vol.RequestedCapacityMin, vol.RequestedCapacityMax, "create")
+		stored, index, changed, err := v.changeLocked(ctx, existing, vol, "create")
+		if err != nil || changed {
+			return stored, index, err
 		}
 	}
 	if existing != nil && existing.State != structs.CSIVolumeStateCreating {
@@ -111,6 +108,11 @@ func (v *CSIVolumeEndpoint) createOne(sc *scheduling, vol *structs.CSIVolume) (*
 	}
 	if err := v.srv.canCreateDelete(vol, "creating"); err != nil {
 		return nil, 0, err
+	}
+	if len(vol.MutableParameters) > 0 {
+		if err := v.srv.canModify(vol, vol.MutableParameters); err != nil {
+			return nil, 0, err
+		}
 	}
 	if vol.Name == "" {
 		vol.Name = vol.ID
@@ -310,6 +312,117 @@ func shortID(id string) string {
 		return id[:8]
 	}
 	return id
+}
+
+// changeLocked applies to the ready volume existing, under its lock, what
+// update asks that may change on a live volume: a larger capacity
+// (sizeChange, expandLocked), then changed mutable parameters
+// (mutableChange, modifyLocked). changed is false when update asks for
+// neither. Create and register both come here (verb says which).
+func (v *CSIVolumeEndpoint) changeLocked(ctx context.Context, existing, update *structs.CSIVolume, verb string) (stored *structs.CSIVolume, index uint64, changed bool, err error) {
+	grow, err := sizeChange(existing, update)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	changes := mutableChange(existing, update)
+	if len(changes) > 0 {
+		// Refuse before growing: the request is either done whole or not
+		// started.
+		if err := v.srv.canModify(existing, changes); err != nil {
+			return nil, 0, false, err
+		}
+	}
+	stored = existing
+	if grow {
+		if stored, index, err = v.expandLocked(ctx, existing, update.RequestedCapacityMin, update.RequestedCapacityMax, verb); err != nil {
+			return nil, 0, true, err
+		}
+	}
+	if len(changes) > 0 {
+		if stored, index, err = v.modifyLocked(ctx, stored, changes, verb); err != nil {
+			return nil, 0, true, err
+		}
+	}
+	return stored, index, grow || len(changes) > 0, nil
+}
+
+// mutableChange is the mutable parameters of update whose value differs
+// from the registered volume existing's (nil when existing is not ready).
+// A parameter update leaves out keeps its value: CSI cannot unset one.
+func mutableChange(existing, update *structs.CSIVolume) map[string]string {
+	if existing.State != structs.CSIVolumeStateReady && existing.State != "" {
+		return nil
+	}
+	var out map[string]string
+	for k, val := range update.MutableParameters {
+		if old, ok := existing.MutableParameters[k]; ok && old == val {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[k] = val
+	}
+	return out
+}
+
+// canModify checks that a controller of vol's plugin can change mutable
+// parameters (MODIFY_VOLUME), refusing with the fix otherwise.
+func (s *Server) canModify(vol *structs.CSIVolume, changes map[string]string) error {
+	plugin, err := s.State().CSIPluginByID(nil, vol.PluginID)
+	if err != nil {
+		return err
+	}
+	if plugin != nil {
+		for _, info := range plugin.Controllers {
+			if info != nil && info.ControllerInfo != nil && info.ControllerInfo.SupportsModify {
+				return nil
+			}
+		}
+	}
+	return structs.NewError(structs.CodeInvalid,
+		"volume %q: mutable_parameters %s cannot be set: no controller of plugin %q can modify volumes (no MODIFY_VOLUME capability); "+
+			"remove them from the spec, or keep the registered values %s",
+		vol.ID, formatMap(changes), vol.PluginID, formatMap(vol.MutableParameters))
+}
+
+// modifyLocked sets changes, the mutable parameters that differ, on the
+// registered volume existing through a controller (ControllerModifyVolume)
+// under the volume's lock, and records the outcome in Raft: the volume's
+// MutableParameters when the plugin made the change, its Modification
+// either way.
+func (v *CSIVolumeEndpoint) modifyLocked(ctx context.Context, existing *structs.CSIVolume, changes map[string]string, verb string) (*structs.CSIVolume, uint64, error) {
+	vol := existing.Copy()
+	vol.Modification = &structs.CSIVolumeModification{Parameters: maps.Clone(changes)}
+	perr := v.srv.csiControllers.modify(ctx, vol, changes)
+	if perr != nil {
+		vol.Modification.Error = perr.Error()
+	} else {
+		if vol.MutableParameters == nil {
+			vol.MutableParameters = map[string]string{}
+		}
+		maps.Copy(vol.MutableParameters, changes)
+	}
+	vol.Modification.Time = time.Now().UnixNano()
+	_, index, err := v.srv.raftApply(structs.CSIVolumeRegisterRequestType, &structs.CSIVolumeRegisterRequest{
+		Volumes: []*structs.CSIVolume{vol}, Timestamp: time.Now().UnixNano(),
+	})
+	switch {
+	case perr != nil:
+		if err != nil {
+			v.srv.logger.Warn("recording a failed modification", "volume_id", vol.ID, "error", err)
+		}
+		return nil, 0, structs.NewError(structs.CodeOf(perr), "modifying volume %q with plugin %q (mutable_parameters %s): %v; fix the spec and run 'berth volume %s' again",
+			vol.ID, vol.PluginID, formatMap(changes), perr, verb)
+	case err != nil:
+		return nil, 0, fmt.Errorf("volume %q was modified by plugin %q but recording it failed (%w); run 'berth volume %s' again",
+			vol.ID, vol.PluginID, err, verb)
+	}
+	stored, err := v.srv.State().CSIVolumeByID(nil, vol.Namespace, vol.ID)
+	if err != nil || stored == nil {
+		return nil, 0, fmt.Errorf("reading back volume %q: %v", vol.ID, err)
+	}
+	return stored, index, nil
 }
 
 // sizeChange says whether update asks to grow the registered volume

@@ -106,7 +106,7 @@ func (v *CSIVolumeEndpoint) Register(args *structs.CSIVolumeRegisterRequest, rep
 	if len(errs) > 0 {
 		return joinCoded(errs)
 	}
-	if err := v.growRegistered(snap, vols); err != nil {
+	if err := v.changeRegistered(snap, vols); err != nil {
 		return err
 	}
 	reply.Warnings = strings.Join(warnings, "\n")
@@ -129,16 +129,18 @@ func (v *CSIVolumeEndpoint) Register(args *structs.CSIVolumeRegisterRequest, rep
 	return nil
 }
 
-// growRegistered expands, before the registration is written, each volume
-// of vols whose registered copy is smaller than its capacity_min asks, as
-// re-running create does (sizeChange, expandLocked), and carries the grown
-// capacity and the expansion record into vols. Every size problem is
-// reported before any volume grows; a failed expansion stops the
-// registration, naming the volumes that did grow.
-func (v *CSIVolumeEndpoint) growRegistered(snap *state.StateSnapshot, vols []*structs.CSIVolume) error {
+// changeRegistered applies, before the registration is written, what
+// each volume of vols asks that changes a live volume, as re-running
+// create does (changeLocked): a larger capacity_min grows it, changed
+// mutable_parameters are set through the plugin, and the results are
+// carried into vols. A new volume's mutable_parameters are set on the
+// provider's volume. Every refusal is reported before anything changes;
+// a failed plugin call stops the registration, naming the volumes that
+// did change.
+func (v *CSIVolumeEndpoint) changeRegistered(snap *state.StateSnapshot, vols []*structs.CSIVolume) error {
 	var (
-		grow []*structs.CSIVolume
-		errs []error
+		change []*structs.CSIVolume
+		errs   []error
 	)
 	for _, vol := range vols {
 		existing, err := snap.CSIVolumeByID(nil, vol.Namespace, vol.ID)
@@ -146,20 +148,35 @@ func (v *CSIVolumeEndpoint) growRegistered(snap *state.StateSnapshot, vols []*st
 			return err
 		}
 		if existing == nil {
+			if len(vol.MutableParameters) > 0 {
+				if err := v.srv.canModify(vol, vol.MutableParameters); err != nil {
+					errs = append(errs, err)
+				} else {
+					change = append(change, vol)
+				}
+			}
 			continue
 		}
-		ok, err := sizeChange(existing, vol)
-		switch {
-		case err != nil:
+		grow, err := sizeChange(existing, vol)
+		if err != nil {
 			errs = append(errs, err)
-		case ok:
-			grow = append(grow, vol)
+			continue
+		}
+		changes := mutableChange(existing, vol)
+		if len(changes) > 0 {
+			if err := v.srv.canModify(existing, changes); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		if grow || len(changes) > 0 {
+			change = append(change, vol)
 		}
 	}
 	if len(errs) > 0 {
 		return joinCoded(errs)
 	}
-	if len(grow) == 0 {
+	if len(change) == 0 {
 		return nil
 	}
 	sc, ctx, cancel, err := v.srv.csiOperation()
@@ -167,42 +184,48 @@ func (v *CSIVolumeEndpoint) growRegistered(snap *state.StateSnapshot, vols []*st
 		return err
 	}
 	defer cancel()
-	var grown []string
-	for _, vol := range grow {
-		stored, err := v.growOne(ctx, sc, vol)
-		if err != nil {
-			if len(grown) > 0 {
-				return structs.NewError(structs.CodeOf(err), "%v (volumes %s of the request were expanded; nothing was registered)", err, strings.Join(grown, ", "))
+	var done []string
+	for _, vol := range change {
+		if err := v.changeOne(ctx, sc, vol); err != nil {
+			if len(done) > 0 {
+				return structs.NewError(structs.CodeOf(err), "%v (volumes %s of the request were changed; nothing was registered)", err, strings.Join(done, ", "))
 			}
 			return err
 		}
-		grown = append(grown, strconv.Quote(vol.ID))
-		vol.Capacity, vol.Expansion = stored.Capacity, stored.Expansion.Copy()
+		done = append(done, strconv.Quote(vol.ID))
 	}
 	return nil
 }
 
-// growOne expands one registered volume under its lock, deciding again on
-// the volume as it is once the lock is held.
-func (v *CSIVolumeEndpoint) growOne(ctx context.Context, sc *scheduling, vol *structs.CSIVolume) (*structs.CSIVolume, error) {
-	unlock, err := sc.lockVolume(ctx, vol.Namespace, vol.ID, fmt.Sprintf("expanding volume %q", vol.ID))
+// changeOne applies one volume's changes under its lock, deciding again
+// on the volume as it is once the lock is held, and copies what the
+// servers now own into vol.
+func (v *CSIVolumeEndpoint) changeOne(ctx context.Context, sc *scheduling, vol *structs.CSIVolume) error {
+	unlock, err := sc.lockVolume(ctx, vol.Namespace, vol.ID, fmt.Sprintf("changing volume %q", vol.ID))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer unlock()
 	existing, err := v.srv.State().CSIVolumeByID(nil, vol.Namespace, vol.ID)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if existing == nil {
-		return nil, structs.NotFound("volume", vol.ID)
+		// Not registered yet: set the mutable parameters on the provider's
+		// volume; the registration records them.
+		if err := v.srv.csiControllers.modify(ctx, vol, vol.MutableParameters); err != nil {
+			return structs.NewError(structs.CodeOf(err), "volume %q: plugin %q did not set mutable_parameters %s: %v",
+				vol.ID, vol.PluginID, formatMap(vol.MutableParameters), err)
+		}
+		return nil
 	}
-	ok, err := sizeChange(existing, vol)
-	if err != nil || !ok {
-		return existing, err
+	stored, _, _, err := v.changeLocked(ctx, existing, vol, "register")
+	if err != nil {
+		return err
 	}
-	stored, _, err := v.expandLocked(ctx, existing, vol.RequestedCapacityMin, vol.RequestedCapacityMax, "register")
-	return stored, err
+	vol.Capacity, vol.Expansion = stored.Capacity, stored.Expansion.Copy()
+	vol.MutableParameters, vol.Modification = maps.Clone(stored.MutableParameters), stored.Modification.Copy()
+	return nil
 }
 
 // prepareVolumeRegister validates vol against the plugin and the volume
@@ -259,6 +282,16 @@ func prepareVolumeRegister(snap *state.StateSnapshot, vol *structs.CSIVolume, no
 		// through sizeChange and expandLocked, never through this copy.
 		vol.Capacity = existing.Capacity
 		vol.Expansion = existing.Expansion.Copy()
+		// Mutable parameters the spec leaves out keep their values (CSI
+		// cannot unset one); changed ones are set through the plugin by
+		// changeRegistered before this copy is written.
+		mutable := maps.Clone(existing.MutableParameters)
+		if len(vol.MutableParameters) > 0 && mutable == nil {
+			mutable = map[string]string{}
+		}
+		maps.Copy(mutable, vol.MutableParameters)
+		vol.MutableParameters = mutable
+		vol.Modification = existing.Modification.Copy()
 	}
 	// Claims and their modes belong to the claim protocol; the store keeps
 	// the stored ones and the indexes. Drop what the request carried.

@@ -41,6 +41,7 @@ type fakeController struct {
 	validate  []*structs.ClientCSIControllerValidateRequest
 	snapshots []*structs.ClientCSIControllerSnapshotRequest
 	expand    []*structs.ClientCSIControllerExpandRequest
+	modify    []*structs.ClientCSIControllerModifyRequest
 	// nodeExpansion is Expand's node_expansion_required.
 	nodeExpansion bool
 	// node, when set, serves CSINode on the session.
@@ -154,6 +155,19 @@ func (f *fakeController) Expand(args *structs.ClientCSIControllerExpandRequest, 
 	reply.CapacityBytes = args.CapacityMin
 	reply.NodeExpansionRequired = f.nodeExpansion
 	return nil
+}
+
+func (f *fakeController) Modify(args *structs.ClientCSIControllerModifyRequest, _ *structs.ClientCSIControllerResponse) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.modify = append(f.modify, args)
+	return f.answer("Modify")
+}
+
+func (f *fakeController) modifies() []*structs.ClientCSIControllerModifyRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]*structs.ClientCSIControllerModifyRequest(nil), f.modify...)
 }
 
 func (f *fakeController) methods() []string {

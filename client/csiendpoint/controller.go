@@ -106,6 +106,7 @@ func (e *Controller) Create(args *structs.ClientCSIControllerCreateRequest, repl
 		Name:                      args.Name,
 		Capabilities:              csi.CapabilitiesFor(args.Capabilities, args.MountOptions),
 		Parameters:                args.Parameters,
+		MutableParameters:         args.MutableParameters,
 		Secrets:                   args.Secrets,
 		AccessibilityRequirements: args.RequestedTopologies,
 	}
@@ -208,6 +209,23 @@ func snapshotOf(s *csi.Snapshot, pluginID string) *structs.CSISnapshot {
 		out.CreateTime = s.CreateTime.Unix()
 	}
 	return out
+}
+
+// Modify runs ControllerModifyVolume.
+func (e *Controller) Modify(args *structs.ClientCSIControllerModifyRequest, _ *structs.ClientCSIControllerResponse) error {
+	cl, err := e.controller(&args.ClientCSIControllerRequest)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := e.callCtx()
+	defer cancel()
+	err = cl.ControllerModifyVolume(ctx, &csi.ControllerModifyVolumeRequest{
+		ExternalID: args.ExternalID, Secrets: args.Secrets, MutableParameters: args.MutableParameters,
+	})
+	if err != nil {
+		return e.failed("ControllerModifyVolume", &args.ClientCSIControllerRequest, err)
+	}
+	return nil
 }
 
 // Expand runs ControllerExpandVolume.

@@ -26,6 +26,7 @@ func apiVolumeToStructs(v *api.CSIVolume) *structs.CSIVolume {
 		MountOptions:         apiMountOptionsToStructs(v.MountOptions),
 		Secrets:              structs.CSISecrets(maps.Clone(v.Secrets)),
 		Parameters:           maps.Clone(v.Parameters),
+		MutableParameters:    maps.Clone(v.MutableParameters),
 		Context:              maps.Clone(v.Context),
 		RequestedCapacityMin: v.RequestedCapacityMin,
 		RequestedCapacityMax: v.RequestedCapacityMax,
@@ -167,6 +168,10 @@ func volumeToAPI(v *structs.CSIVolume, h pluginHealth, allocs map[string]*struct
 			RequestedBytes: e.RequestedBytes, ControllerDone: e.ControllerDone, CapacityBytes: e.CapacityBytes,
 			NodeRequired: e.NodeRequired, Nodes: maps.Clone(e.Nodes), Error: e.Error, Time: e.Time,
 		}
+	}
+	out.MutableParameters = maps.Clone(v.MutableParameters)
+	if m := v.Modification; m != nil {
+		out.Modification = &api.CSIVolumeModification{Parameters: maps.Clone(m.Parameters), Error: m.Error, Time: m.Time}
 	}
 	for nodeID, st := range v.Stats {
 		if st == nil {

@@ -27,7 +27,7 @@ func TestCSIInfoToAPI_EveryControllerCapability(t *testing.T) {
 		}
 		seen[names[0]] = typ.Field(i).Name
 	}
-	must.MapLen(t, 12, seen)
+	must.MapLen(t, 13, seen)
 
 	ni := &api.CSINodeInfo{RequiresNodeStageVolume: true, SupportsCondition: true}
 	must.Eq(t, []string{"STAGE_UNSTAGE_VOLUME", "VOLUME_CONDITION"}, ni.Capabilities())

@@ -68,6 +68,7 @@ type ClientCSIControllerCreateRequest struct {
 	Capabilities        []*CSIVolumeCapability
 	MountOptions        *CSIMountOptions
 	Parameters          map[string]string
+	MutableParameters   map[string]string
 	RequestedTopologies *CSITopologyRequest
 	SnapshotID, CloneID string
 }
@@ -135,6 +136,13 @@ type ClientCSIControllerExpandRequest struct {
 type ClientCSIControllerExpandResponse struct {
 	CapacityBytes         int64
 	NodeExpansionRequired bool
+}
+
+// ClientCSIControllerModifyRequest sets a volume's mutable parameters in
+// the provider (ControllerModifyVolume).
+type ClientCSIControllerModifyRequest struct {
+	ClientCSIControllerRequest
+	MutableParameters map[string]string
 }
 
 // ClientCSINodeExpandRequest asks a client to grow a volume's file system

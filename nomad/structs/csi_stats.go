@@ -87,6 +87,28 @@ type CSIVolumeExpansion struct {
 	Time int64
 }
 
+// CSIVolumeModification records the last change of a volume's mutable
+// parameters (Raft), for `volume status`.
+type CSIVolumeModification struct {
+	// Parameters are the ones sent to ControllerModifyVolume: those whose
+	// value the request changed.
+	Parameters map[string]string
+	// Error is the plugin's refusal; "" when the change was made.
+	Error string
+	// Time is when it was recorded (unix ns).
+	Time int64
+}
+
+// Copy returns a deep copy.
+func (m *CSIVolumeModification) Copy() *CSIVolumeModification {
+	if m == nil {
+		return nil
+	}
+	out := *m
+	out.Parameters = maps.Clone(m.Parameters)
+	return &out
+}
+
 // Copy returns a deep copy.
 func (e *CSIVolumeExpansion) Copy() *CSIVolumeExpansion {
 	if e == nil {

@@ -306,4 +306,5 @@ type CSIControllerInfo struct {
 	SupportsListVolumesAttachedNodes bool
 	SupportsCondition                bool
 	SupportsGet                      bool
+	SupportsModify                   bool
 }

@@ -78,6 +78,14 @@ type CSIVolume struct {
 	// a larger capacity_min), nil if there was none.
 	Expansion *CSIVolumeExpansion
 
+	// MutableParameters are the parameters the plugin may change on a
+	// live volume (ControllerModifyVolume, MODIFY_VOLUME): as given to
+	// CreateVolume, then as last set by re-running create or register
+	// with a changed mutable_parameters block. Modification is the last
+	// such change, nil if there was none.
+	MutableParameters map[string]string
+	Modification      *CSIVolumeModification
+
 	CreateIndex uint64
 	ModifyIndex uint64
 	CreateTime  int64
@@ -122,6 +130,8 @@ func (v *CSIVolume) Copy() *CSIVolume {
 		}
 	}
 	out.Expansion = v.Expansion.Copy()
+	out.MutableParameters = maps.Clone(v.MutableParameters)
+	out.Modification = v.Modification.Copy()
 	if v.Stats != nil {
 		out.Stats = make(map[string]*CSIVolumeStats, len(v.Stats))
 		for k, st := range v.Stats {

@@ -58,7 +58,7 @@ func pluginCapabilitiesFromProto(caps []*csipb.PluginCapability) *PluginCapabili
 // plugin may list is kept in structs.CSIControllerInfo, the one type that
 // carries them from the fingerprint to the servers (and, converted field
 // for field, to the HTTP API). Capabilities with no field there
-// (SINGLE_NODE_MULTI_WRITER, MODIFY_VOLUME, GET_SNAPSHOT) decide nothing
+// (SINGLE_NODE_MULTI_WRITER, GET_SNAPSHOT) decide nothing
 // in Berth and are not recorded.
 var controllerCapabilities = map[csipb.ControllerServiceCapability_RPC_Type]func(*structs.CSIControllerInfo) *bool{
 	csipb.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME:         func(c *structs.CSIControllerInfo) *bool { return &c.SupportsCreateDelete },
@@ -73,6 +73,7 @@ var controllerCapabilities = map[csipb.ControllerServiceCapability_RPC_Type]func
 	csipb.ControllerServiceCapability_RPC_LIST_VOLUMES_PUBLISHED_NODES: func(c *structs.CSIControllerInfo) *bool { return &c.SupportsListVolumesAttachedNodes },
 	csipb.ControllerServiceCapability_RPC_VOLUME_CONDITION:             func(c *structs.CSIControllerInfo) *bool { return &c.SupportsCondition },
 	csipb.ControllerServiceCapability_RPC_GET_VOLUME:                   func(c *structs.CSIControllerInfo) *bool { return &c.SupportsGet },
+	csipb.ControllerServiceCapability_RPC_MODIFY_VOLUME:                func(c *structs.CSIControllerInfo) *bool { return &c.SupportsModify },
 }
 
 func controllerCapabilitiesFromProto(caps []*csipb.ControllerServiceCapability) *structs.CSIControllerInfo {

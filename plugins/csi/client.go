@@ -63,6 +63,8 @@ type Client interface {
 	ControllerGetCapacity(ctx context.Context, req *ControllerGetCapacityRequest) (*ControllerGetCapacityResponse, error)
 	// ControllerExpandVolume grows a volume.
 	ControllerExpandVolume(ctx context.Context, req *ControllerExpandVolumeRequest) (*ControllerExpandVolumeResponse, error)
+	// ControllerModifyVolume changes a volume's mutable parameters.
+	ControllerModifyVolume(ctx context.Context, req *ControllerModifyVolumeRequest) error
 	// ControllerCreateSnapshot snapshots a volume (idempotent by name).
 	ControllerCreateSnapshot(ctx context.Context, req *ControllerCreateSnapshotRequest) (*Snapshot, error)
 	// ControllerDeleteSnapshot deletes a snapshot.

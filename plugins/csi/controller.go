@@ -209,6 +209,20 @@ func (c *client) ControllerExpandVolume(ctx context.Context, req *ControllerExpa
 	}, nil
 }
 
+func (c *client) ControllerModifyVolume(ctx context.Context, req *ControllerModifyVolumeRequest) error {
+	const rpc = "ControllerModifyVolume"
+	s, err := validate(rpc, req)
+	if err != nil {
+		return err
+	}
+	_, err = c.controller.ControllerModifyVolume(ctx, &csipb.ControllerModifyVolumeRequest{
+		VolumeId:          req.ExternalID,
+		Secrets:           req.Secrets,
+		MutableParameters: req.MutableParameters,
+	})
+	return result(ctx, rpc, s, err)
+}
+
 func (c *client) ControllerCreateSnapshot(ctx context.Context, req *ControllerCreateSnapshotRequest) (*Snapshot, error) {
 	const rpc = "CreateSnapshot"
 	s, err := validate(rpc, req)

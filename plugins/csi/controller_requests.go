@@ -175,6 +175,22 @@ type ControllerExpandVolumeResponse struct {
 	NodeExpansionRequired bool
 }
 
+// ControllerModifyVolumeRequest sets mutable parameters of volume
+// ExternalID (MODIFY_VOLUME).
+type ControllerModifyVolumeRequest struct {
+	ExternalID        string
+	Secrets           structs.CSISecrets
+	MutableParameters map[string]string
+}
+
+// Validate reports missing fields.
+func (r *ControllerModifyVolumeRequest) Validate() error {
+	var p problems
+	p.add(r.ExternalID == "", "missing volume external ID")
+	p.add(len(r.MutableParameters) == 0, "no mutable parameters to set")
+	return p.err()
+}
+
 // ControllerCreateSnapshotRequest snapshots volume SourceVolumeID under Name.
 type ControllerCreateSnapshotRequest struct {
 	SourceVolumeID string // the plugin's volume ID
@@ -235,6 +251,7 @@ func (r *ControllerDeleteVolumeRequest) subject() subject    { return volume(r.E
 func (r *ControllerListVolumesRequest) subject() subject     { return subject{} }
 func (r *ControllerGetCapacityRequest) subject() subject     { return subject{} }
 func (r *ControllerExpandVolumeRequest) subject() subject    { return volume(r.ExternalID) }
+func (r *ControllerModifyVolumeRequest) subject() subject    { return volume(r.ExternalID) }
 func (r *ControllerCreateSnapshotRequest) subject() subject {
 	return snapshotOf(r.Name, r.SourceVolumeID)
 }

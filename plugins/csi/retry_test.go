@@ -144,7 +144,9 @@ func TestRetry_CallerDeadline(t *testing.T) {
 	must.False(t, ready)
 	must.ErrorIs(t, err, context.DeadlineExceeded)
 	must.Less(t, 10*time.Second, time.Since(start))
-	must.EqOp(t, 1, h.plugin.Calls("Probe"))
+	// One attempt at most: on a loaded machine the deadline may pass
+	// before the first attempt reaches the plugin, but none follows it.
+	must.LessEq(t, 1, h.plugin.Calls("Probe"))
 }
 
 func TestShouldRetry(t *testing.T) {

@@ -407,3 +407,52 @@ func TestNodeArguments(t *testing.T) {
 		})
 	}
 }
+
+// ControllerModifyVolume sets the known mutable parameter "note" and keeps
+// it in the plugin's state; an unknown one is InvalidArgument, at create
+// and at modify, naming the known ones.
+func TestModifyVolume(t *testing.T) {
+	ctx := context.Background()
+	tp := startPlugin(t, Config{NodeID: "n1", Root: t.TempDir(), CapacityBytes: 1 << 30})
+	caps, err := tp.ctrl.ControllerGetCapabilities(ctx, &csi.ControllerGetCapabilitiesRequest{})
+	must.NoError(t, err)
+	advertised := false
+	for _, c := range caps.GetCapabilities() {
+		advertised = advertised || c.GetRpc().GetType() == csi.ControllerServiceCapability_RPC_MODIFY_VOLUME
+	}
+	must.True(t, advertised, must.Sprint("MODIFY_VOLUME should be advertised"))
+
+	_, err = tp.ctrl.CreateVolume(ctx, &csi.CreateVolumeRequest{
+		Name: "bad", VolumeCapabilities: []*csi.VolumeCapability{mountCap(snw)},
+		MutableParameters: map[string]string{"iops": "9000"},
+	})
+	mustCode(t, err, codes.InvalidArgument, `"iops" is not supported`)
+
+	vol, err := tp.ctrl.CreateVolume(ctx, &csi.CreateVolumeRequest{
+		Name: "v", VolumeCapabilities: []*csi.VolumeCapability{mountCap(snw)},
+		MutableParameters: map[string]string{"note": "first"},
+	})
+	must.NoError(t, err)
+	id := vol.GetVolume().GetVolumeId()
+	note := func() string {
+		var out string
+		must.NoError(t, tp.p.store.read(ctx, func(st *State) error {
+			out = st.Volumes[id].MutableParameters["note"]
+			return nil
+		}))
+		return out
+	}
+	must.EqOp(t, "first", note())
+
+	_, err = tp.ctrl.ControllerModifyVolume(ctx, &csi.ControllerModifyVolumeRequest{VolumeId: id, MutableParameters: map[string]string{"note": "second"}})
+	must.NoError(t, err)
+	must.EqOp(t, "second", note())
+
+	_, err = tp.ctrl.ControllerModifyVolume(ctx, &csi.ControllerModifyVolumeRequest{VolumeId: id, MutableParameters: map[string]string{"iops": "1"}})
+	mustCode(t, err, codes.InvalidArgument, `knows ["note"]`)
+	must.EqOp(t, "second", note())
+	_, err = tp.ctrl.ControllerModifyVolume(ctx, &csi.ControllerModifyVolumeRequest{VolumeId: "nope", MutableParameters: map[string]string{"note": "x"}})
+	mustCode(t, err, codes.NotFound, "nope")
+	_, err = tp.ctrl.ControllerModifyVolume(ctx, &csi.ControllerModifyVolumeRequest{MutableParameters: map[string]string{"note": "x"}})
+	mustCode(t, err, codes.InvalidArgument, "volume_id")
+}

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -29,8 +30,8 @@ func (s *controllerServer) CreateVolume(ctx context.Context, req *csi.CreateVolu
 	if err := parseCapabilities(req.GetVolumeCapabilities()); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "create volume %q: %v", name, err)
 	}
-	if len(req.GetMutableParameters()) > 0 {
-		return nil, status.Errorf(codes.InvalidArgument, "create volume %q: mutable_parameters are not supported", name)
+	if err := checkMutable(req.GetMutableParameters()); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "create volume %q: %v", name, err)
 	}
 	required, limit := req.GetCapacityRange().GetRequiredBytes(), req.GetCapacityRange().GetLimitBytes()
 	if err := checkRange(required, limit); err != nil {
@@ -86,13 +87,14 @@ func (s *controllerServer) CreateVolume(ctx context.Context, req *csi.CreateVolu
 			return statusErr("create volume", name, err)
 		}
 		vol = &Volume{
-			ID:               id,
-			Name:             name,
-			CapacityBytes:    capacity,
-			Parameters:       maps.Clone(params),
-			SourceSnapshotID: srcSnap,
-			SourceVolumeID:   srcVol,
-			CreatedAt:        time.Now().UTC(),
+			ID:                id,
+			Name:              name,
+			CapacityBytes:     capacity,
+			Parameters:        maps.Clone(params),
+			MutableParameters: maps.Clone(req.GetMutableParameters()),
+			SourceSnapshotID:  srcSnap,
+			SourceVolumeID:    srcVol,
+			CreatedAt:         time.Now().UTC(),
 		}
 		tx.putVolume(vol)
 		s.p.log.Info("created volume", "volume_id", id, "name", name, "capacity_bytes", capacity, "source", srcWhat)
@@ -379,4 +381,52 @@ func (s *controllerServer) ControllerExpandVolume(ctx context.Context, req *csi.
 		return nil, statusErr("expand volume", id, err)
 	}
 	return &csi.ControllerExpandVolumeResponse{CapacityBytes: capacity, NodeExpansionRequired: false}, nil
+}
+
+// mutableParameters are the mutable parameters the plugin knows, with what
+// each is for. They change nothing about how a volume is served, so that
+// modify can be shown end to end without risk:
+//
+//	note  free text kept with the volume (a label, an owner, a ticket)
+var mutableParameters = map[string]bool{"note": true}
+
+// checkMutable refuses a mutable parameter the plugin does not know,
+// naming the ones it does.
+func checkMutable(params map[string]string) error {
+	for _, k := range slices.Sorted(maps.Keys(params)) {
+		if !mutableParameters[k] {
+			return fmt.Errorf("mutable parameter %q is not supported; the hostpath plugin knows %q", k, slices.Sorted(maps.Keys(mutableParameters)))
+		}
+	}
+	return nil
+}
+
+// ControllerModifyVolume sets the given mutable parameters on a volume;
+// the ones not given keep their values (CSI has no way to unset one).
+func (s *controllerServer) ControllerModifyVolume(ctx context.Context, req *csi.ControllerModifyVolumeRequest) (*csi.ControllerModifyVolumeResponse, error) {
+	id := req.GetVolumeId()
+	if id == "" {
+		return nil, status.Error(codes.InvalidArgument, "modify volume: volume_id is required")
+	}
+	if err := checkMutable(req.GetMutableParameters()); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "modify volume %q: %v", id, err)
+	}
+	err := s.p.store.update(ctx, true, func(tx *txn) error {
+		v := tx.Volumes[id]
+		if v == nil {
+			return status.Errorf(codes.NotFound, "modify volume %q: volume does not exist", id)
+		}
+		c := v.Copy()
+		if c.MutableParameters == nil {
+			c.MutableParameters = map[string]string{}
+		}
+		maps.Copy(c.MutableParameters, req.GetMutableParameters())
+		tx.putVolume(c)
+		s.p.log.Info("modified volume", "volume_id", id, "mutable_parameters", c.MutableParameters)
+		return nil
+	})
+	if err != nil {
+		return nil, statusErr("modify volume", id, err)
+	}
+	return &csi.ControllerModifyVolumeResponse{}, nil
 }

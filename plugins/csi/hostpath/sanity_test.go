@@ -78,6 +78,7 @@ func TestSanity(t *testing.T) {
 	cfg.StagingPath = filepath.Join(work, "staging")
 	cfg.TestVolumeSize = 1 << 20
 	cfg.TestVolumeExpandSize = 2 << 20
+	cfg.TestVolumeMutableParameters = map[string]string{"note": "sanity"}
 	cfg.TestNodeVolumeAttachLimit = true
 
 	var summary sanitySummary
@@ -92,6 +93,15 @@ func TestSanity(t *testing.T) {
 		t.Logf("pending (disabled in csi-test itself): %s", s)
 	}
 	must.Positive(t, summary.passed)
+	must.Zero(t, summary.failed)
+	// The snapshot, expansion and modify specs are capability-gated: they
+	// must run, not skip, or a lost capability would pass unnoticed.
+	for _, s := range summary.skipped {
+		for _, w := range []string{"Snapshot", "Expand", "Modify", "volume attribute class"} {
+			must.False(t, strings.Contains(s, w) && !strings.Contains(s, "GroupController"),
+				must.Sprintf("spec %s should run against hostpath", s))
+		}
+	}
 
 	// The suite cleaned up after itself: nothing is left mounted in the
 	// plugin's namespace, and nothing ever appeared in ours.

@@ -28,6 +28,9 @@ type Volume struct {
 	Name          string            `json:"name,omitempty"`
 	CapacityBytes int64             `json:"capacity_bytes"`
 	Parameters    map[string]string `json:"parameters,omitempty"`
+	// MutableParameters are the ones ControllerModifyVolume may change
+	// (see mutableParameters).
+	MutableParameters map[string]string `json:"mutable_parameters,omitempty"`
 	// SourceSnapshotID and SourceVolumeID say what the volume was copied from.
 	SourceSnapshotID string `json:"source_snapshot_id,omitempty"`
 	SourceVolumeID   string `json:"source_volume_id,omitempty"`
@@ -186,6 +189,7 @@ func (s *State) publishedAt(nodeID, target string) (*Volume, bool) {
 func (v *Volume) Copy() *Volume {
 	c := *v
 	c.Parameters = maps.Clone(v.Parameters)
+	c.MutableParameters = maps.Clone(v.MutableParameters)
 	c.Attachments = slices.Clone(v.Attachments)
 	c.Stages = slices.Clone(v.Stages)
 	c.Publishes = slices.Clone(v.Publishes)
