@@ -1,6 +1,7 @@
 package api
 
 import (
+	"net/http"
 	"net/url"
 	"time"
 )
@@ -165,4 +166,43 @@ type NodeScoreMeta struct {
 	NodeID    string
 	Scores    map[string]float64
 	NormScore float64
+}
+
+// AllocStopResponse is alloc stop's answer: the eval that places the
+// replacement.
+type AllocStopResponse struct {
+	EvalID string
+	Index  uint64
+}
+
+// Stop stops an allocation; the scheduler places a replacement
+// (PUT /v1/allocation/:id/stop).
+func (a *Allocations) Stop(allocID string, w *WriteOptions) (*AllocStopResponse, error) {
+	var resp AllocStopResponse
+	if _, err := a.c.write(http.MethodPut, "/v1/allocation/"+url.PathEscape(allocID)+"/stop", nil, &resp, w); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// Restart restarts one task of an allocation, or with task "" every
+// running task (PUT /v1/client/allocation/:id/restart).
+func (a *Allocations) Restart(allocID, task string, w *WriteOptions) error {
+	body := struct {
+		TaskName string
+		AllTasks bool
+	}{TaskName: task}
+	_, err := a.c.write(http.MethodPut, "/v1/client/allocation/"+url.PathEscape(allocID)+"/restart", &body, nil, w)
+	return err
+}
+
+// Signal sends signal (e.g. "SIGHUP") to one task of an allocation, or
+// with task "" to every running task (PUT /v1/client/allocation/:id/signal).
+func (a *Allocations) Signal(allocID, task, signal string, w *WriteOptions) error {
+	body := struct {
+		Task   string
+		Signal string
+	}{Task: task, Signal: signal}
+	_, err := a.c.write(http.MethodPut, "/v1/client/allocation/"+url.PathEscape(allocID)+"/signal", &body, nil, w)
+	return err
 }

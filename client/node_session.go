@@ -13,7 +13,8 @@ import (
 )
 
 // The node session is how the leader calls this client: CSI controller
-// RPCs and node detaches, whose endpoints are in client/csiendpoint. The
+// RPCs and node detaches, whose endpoints are in client/csiendpoint, and
+// alloc restart and signal (ClientAlloc, alloc_lifecycle.go). The
 // client dials the leader and serves net/rpc on that connection (see
 // nomad/node_session.go for why the roles are reversed). This file is the
 // transport: the client keeps one session open while it runs, redialling
@@ -43,6 +44,10 @@ func (c *Client) nodeSessionLoop(ctx context.Context) {
 	}
 	srv := rpc.NewServer()
 	if err := srv.RegisterName("NodeSession", &nodeSessionEndpoint{c: c}); err != nil {
+		c.logger.Error("node session: registering endpoint", "error", err)
+		return
+	}
+	if err := srv.RegisterName("ClientAlloc", &ClientAlloc{c: c}); err != nil {
 		c.logger.Error("node session: registering endpoint", "error", err)
 		return
 	}

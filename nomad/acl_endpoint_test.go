@@ -261,6 +261,8 @@ var wantRules = map[string]string{
 	"HTTP.ClientAllocStats": "namespace:read-job",
 	"HTTP.ClientAllocExec":  "namespace:alloc-exec", "HTTP.ClientAllocNodeExec": "namespace:alloc-node-exec",
 	"HTTP.ClientFS": "namespace:read-fs",
+	"Alloc.Stop":    "namespace:alloc-lifecycle", "Alloc.Restart": "namespace:alloc-lifecycle",
+	"Alloc.Signal": "namespace:alloc-lifecycle",
 }
 
 func TestACL_TableMatchesReviewedRules(t *testing.T) {

@@ -1,6 +1,8 @@
 package nomad
 
 import (
+	"context"
+	"fmt"
 	"time"
 
 	"github.com/hashicorp/go-memdb"
@@ -74,4 +76,112 @@ func (a *AllocEndpoint) List(args *structs.GenericRequest, reply *structs.AllocL
 		reply.Allocations, reply.NextToken = p.Items, p.NextToken
 		return snap.Index(state.TableAllocs)
 	})
+}
+
+// Lifecycle: stop, restart and signal. Each needs alloc-lifecycle in the
+// namespace of the alloc itself (looked up by exact ID), whatever
+// namespace the request names.
+//
+//	Stop     Raft: the alloc desired-stopped plus an eval of its job, in
+//	         one entry; the scheduler places a replacement
+//	Restart  ┐ the leader calls the alloc's client over its node session
+//	Signal   ┘ (ClientAlloc.*); the client trusts only that session
+
+// lifecycleTimeout bounds a restart or signal call to the client.
+const lifecycleTimeout = 30 * time.Second
+
+// lifecycleAlloc finds the alloc a lifecycle request names and checks the
+// caller's alloc-lifecycle in its namespace.
+func (a *AllocEndpoint) lifecycleAlloc(op, id string, w *structs.WriteRequest) (*structs.Allocation, error) {
+	if id == "" {
+		return nil, structs.NewError(structs.CodeInvalid, "%s: missing alloc ID", op)
+	}
+	alloc, err := a.srv.State().AllocByID(nil, id)
+	if err != nil {
+		return nil, err
+	}
+	if alloc == nil {
+		return nil, structs.NotFound("alloc", id)
+	}
+	q := &structs.QueryOptions{AuthToken: w.AuthToken}
+	if err := a.srv.readableIn(q, acl.CapAllocLifecycle, alloc.Namespace); err != nil {
+		return nil, err
+	}
+	return alloc, nil
+}
+
+// Stop stops an alloc and has the scheduler replace it.
+func (a *AllocEndpoint) Stop(args *structs.AllocStopRequest, reply *structs.AllocStopResponse) (err error) {
+	defer wire(&err)
+	defer measureRPC(structs.MethodAllocStop, time.Now())
+	if done, err := a.srv.forward(structs.MethodAllocStop, args, args, reply); done {
+		return err
+	}
+	alloc, err := a.lifecycleAlloc("alloc stop", args.AllocID, &args.WriteRequest)
+	if err != nil {
+		return err
+	}
+	if alloc.Job == nil {
+		return structs.NewError(structs.CodeInternal, "alloc stop: alloc %s carries no job", alloc.ID)
+	}
+	if alloc.TerminalStatus() {
+		return structs.NewError(structs.CodeConflict,
+			"alloc %s is already stopped or done (desired %s, client %s): nothing to stop", alloc.ID, alloc.DesiredStatus, alloc.ClientStatus)
+	}
+	now := time.Now().UnixNano()
+	eval := newJobEval(alloc.Job, "", structs.EvalTriggerAllocStop, now)
+	args.Eval, args.Timestamp = eval, now
+	_, index, err := a.srv.raftApply(structs.AllocStopRequestType, args)
+	if err != nil {
+		return fmt.Errorf("stopping alloc %s: %w", alloc.ID, err)
+	}
+	reply.EvalID, reply.Index = eval.ID, index
+	return nil
+}
+
+// Restart restarts tasks of a running alloc through its client.
+func (a *AllocEndpoint) Restart(args *structs.AllocRestartRequest, reply *structs.GenericResponse) (err error) {
+	defer wire(&err)
+	defer measureRPC(structs.MethodAllocRestart, time.Now())
+	if done, err := a.srv.forward(structs.MethodAllocRestart, args, args, reply); done {
+		return err
+	}
+	alloc, err := a.lifecycleAlloc("alloc restart", args.AllocID, &args.WriteRequest)
+	if err != nil {
+		return err
+	}
+	if err := lifecycleRunning("restart", alloc); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), lifecycleTimeout)
+	defer cancel()
+	return a.srv.nodeRPC(ctx, alloc.NodeID, structs.MethodClientAllocRestart, args, reply)
+}
+
+// Signal signals tasks of a running alloc through its client.
+func (a *AllocEndpoint) Signal(args *structs.AllocSignalRequest, reply *structs.GenericResponse) (err error) {
+	defer wire(&err)
+	defer measureRPC(structs.MethodAllocSignal, time.Now())
+	if done, err := a.srv.forward(structs.MethodAllocSignal, args, args, reply); done {
+		return err
+	}
+	alloc, err := a.lifecycleAlloc("alloc signal", args.AllocID, &args.WriteRequest)
+	if err != nil {
+		return err
+	}
+	if err := lifecycleRunning("signal", alloc); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), lifecycleTimeout)
+	defer cancel()
+	return a.srv.nodeRPC(ctx, alloc.NodeID, structs.MethodClientAllocSignal, args, reply)
+}
+
+// lifecycleRunning refuses a restart or signal of an alloc that ended.
+func lifecycleRunning(op string, alloc *structs.Allocation) error {
+	if alloc.TerminalStatus() {
+		return structs.NewError(structs.CodeConflict,
+			"cannot %s alloc %s: it is stopped or done (desired %s, client %s)", op, alloc.ID, alloc.DesiredStatus, alloc.ClientStatus)
+	}
+	return nil
 }

@@ -154,6 +154,8 @@ func (f *FSM) Apply(log *raft.Log) any {
 		err = f.applyPlanResults(buf, index)
 	case structs.AllocDeleteRequestType:
 		err = f.applyAllocDelete(buf, index)
+	case structs.AllocStopRequestType:
+		err = f.applyAllocStop(buf, index)
 	case structs.CSIVolumeRegisterRequestType:
 		err = f.applyCSIVolumeRegister(buf, index)
 	case structs.CSIVolumeDeregisterRequestType:
@@ -303,6 +305,14 @@ func (f *FSM) applyPlanResults(buf []byte, index uint64) error {
 		return err
 	}
 	return f.State().UpsertPlanResults(index, &req)
+}
+
+func (f *FSM) applyAllocStop(buf []byte, index uint64) error {
+	var req structs.AllocStopRequest
+	if err := decodeRequest(buf, &req); err != nil {
+		return err
+	}
+	return f.State().StopAlloc(index, req.AllocID, structs.AllocDescStoppedByUser, req.Timestamp, req.Eval)
 }
 
 func (f *FSM) applyAllocDelete(buf []byte, index uint64) error {

@@ -251,3 +251,46 @@ func (r *Runner) killTasks(ctx context.Context, ev func() *structs.TaskEvent) er
 	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// ErrUnknownTask: the alloc has no task of that name.
+var ErrUnknownTask = errors.New("alloc has no such task")
+
+// RestartTasks restarts the named task, or every running task when task
+// is "" (alloc restart). A task that is not running cannot be restarted.
+func (r *Runner) RestartTasks(ctx context.Context, task string) error {
+	return r.eachTask(task, func(tr *taskrunner.Runner) error {
+		return tr.Restart(ctx, taskrunner.NewEvent(taskrunner.EventRestartSignal, "User requested task to restart"), false)
+	})
+}
+
+// SignalTasks sends sig to the named task, or to every running task when
+// task is "" (alloc signal).
+func (r *Runner) SignalTasks(task, sig string) error {
+	return r.eachTask(task, func(tr *taskrunner.Runner) error { return tr.Signal(sig) })
+}
+
+// eachTask runs fn on the named task, or on every running task when task
+// is "" (an error when none runs).
+func (r *Runner) eachTask(task string, fn func(*taskrunner.Runner) error) error {
+	if task != "" {
+		for _, tr := range r.tasks {
+			if tr.Name() == task {
+				return fn(tr)
+			}
+		}
+		return fmt.Errorf("alloc %s has no task %q: %w", r.id, task, ErrUnknownTask)
+	}
+	var errs []error
+	ran := 0
+	for _, tr := range r.tasks {
+		if tr.State().State != structs.TaskStateRunning {
+			continue
+		}
+		ran++
+		errs = append(errs, fn(tr))
+	}
+	if ran == 0 {
+		return fmt.Errorf("alloc %s: %w", r.id, taskrunner.ErrTaskNotRunning)
+	}
+	return errors.Join(errs...)
+}

@@ -10,7 +10,8 @@ import (
 // Allocation and evaluation routes, as Nomad's:
 //
 //	GET /v1/allocations        list (prefix, namespace, paging, filter)
-//	GET /v1/allocation/:id     read (ID or unique prefix)
+//	GET /v1/allocation/:id     read (exact ID)
+//	PUT /v1/allocation/:id/stop (alloc_lifecycle_endpoint.go)
 //	GET /v1/evaluations        list
 //	GET /v1/evaluation/:id     read
 
@@ -32,8 +33,10 @@ func (s *HTTPServer) allocsRequest(w http.ResponseWriter, r *http.Request) (any,
 
 func (s *HTTPServer) allocRequest(w http.ResponseWriter, r *http.Request) (any, error) {
 	id := trimPath(r, "/v1/allocation/")
+	if stopID, ok := strings.CutSuffix(id, "/stop"); ok && stopID != "" && !strings.Contains(stopID, "/") {
+		return s.allocStop(w, r, stopID)
+	}
 	if id == "" || strings.Contains(id, "/") {
-		// stop, restart and the client's fs/logs routes are not served here.
 		return nil, CodedError(http.StatusNotFound, "no such endpoint: "+r.URL.Path)
 	}
 	if r.Method != http.MethodGet {

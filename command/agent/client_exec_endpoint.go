@@ -227,6 +227,10 @@ func (s *HTTPServer) clientAllocRequest(w http.ResponseWriter, r *http.Request) 
 		return s.clientAllocStats(w, r, id)
 	case "exec":
 		return s.clientAllocExec(w, r, id)
+	case "restart":
+		return s.allocRestart(w, r, id)
+	case "signal":
+		return s.allocSignal(w, r, id)
 	}
 	return nil, CodedError(http.StatusNotFound, "no such endpoint: "+r.URL.Path)
 }

@@ -135,6 +135,10 @@ var table = []Endpoint{
 
 	read(structs.MethodAllocGetAlloc, nsOrNode(acl.CapReadJob)),
 	read(structs.MethodAllocList, ns(acl.CapReadJob)),
+	// The endpoints also check alloc-lifecycle in the alloc's own namespace.
+	write(structs.MethodAllocStop, ns(acl.CapAllocLifecycle)),
+	write(structs.MethodAllocRestart, ns(acl.CapAllocLifecycle)),
+	write(structs.MethodAllocSignal, ns(acl.CapAllocLifecycle)),
 	read(structs.MethodEvalGetEval, ns(acl.CapReadJob)),
 	read(structs.MethodEvalList, ns(acl.CapReadJob)),
 

@@ -133,3 +133,27 @@ func copyTaskStates(in map[string]*structs.TaskState) map[string]*structs.TaskSt
 	}
 	return out
 }
+
+// StopAlloc marks alloc id stopped by an operator (desc says why) and
+// stores eval, in one transaction: the scheduler then sees the alloc as
+// stopped and places a replacement. An unknown alloc is an error.
+func (s *StateStore) StopAlloc(index uint64, id, desc string, ts int64, eval *structs.Evaluation) error {
+	txn := s.writeTxn(index)
+	defer txn.Abort()
+	existing, err := allocTxn(txn, id)
+	if err != nil {
+		return err
+	}
+	if existing == nil {
+		return structs.NotFound("alloc", id)
+	}
+	if err := stopAllocTxn(txn, &structs.AllocStopUpdate{AllocID: id, DesiredDescription: desc}, ts); err != nil {
+		return err
+	}
+	if eval != nil {
+		if err := upsertEvalsTxn(txn, []*structs.Evaluation{eval}); err != nil {
+			return err
+		}
+	}
+	return txn.commit()
+}

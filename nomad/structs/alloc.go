@@ -289,3 +289,41 @@ type AllocStopUpdate struct {
 	DesiredDescription string
 	ClientStatus       string // set for lost allocs
 }
+
+// AllocDescStoppedByUser is the DesiredDescription of an alloc stopped
+// by alloc stop.
+const AllocDescStoppedByUser = "alloc stopped by an operator (alloc stop); the scheduler places a replacement"
+
+// AllocStopRequest stops one alloc at an operator's request (alloc stop);
+// the eval that comes with it lets the scheduler place a replacement.
+type AllocStopRequest struct {
+	AllocID string
+	// Eval and Timestamp are set by the leader before proposing.
+	Eval      *Evaluation
+	Timestamp int64
+	WriteRequest
+}
+
+// AllocStopResponse names the eval that replaces the stopped alloc.
+type AllocStopResponse struct {
+	EvalID string
+	WriteMeta
+}
+
+// AllocRestartRequest restarts one task of a running alloc, or every
+// running task with AllTasks (or when TaskName is empty).
+type AllocRestartRequest struct {
+	AllocID  string
+	TaskName string
+	AllTasks bool
+	WriteRequest
+}
+
+// AllocSignalRequest sends Signal (a name such as "SIGHUP"; empty is
+// SIGKILL as Nomad's) to one task of a running alloc, or to all of them.
+type AllocSignalRequest struct {
+	AllocID string
+	Task    string
+	Signal  string
+	WriteRequest
+}

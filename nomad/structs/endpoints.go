@@ -35,6 +35,13 @@ const (
 
 	MethodAllocGetAlloc = "Alloc.GetAlloc"
 	MethodAllocList     = "Alloc.List"
+	MethodAllocStop     = "Alloc.Stop"
+	MethodAllocRestart  = "Alloc.Restart"
+	MethodAllocSignal   = "Alloc.Signal"
+
+	// Node session methods: the leader calls them on a client.
+	MethodClientAllocRestart = "ClientAlloc.Restart"
+	MethodClientAllocSignal  = "ClientAlloc.Signal"
 
 	MethodEvalGetEval = "Eval.GetEval"
 	MethodEvalList    = "Eval.List"

@@ -29,6 +29,7 @@ const (
 	EvalTriggerVolumeChange     = "csi-volume-change"
 	EvalTriggerMaxPlans         = "max-plan-attempts"
 	EvalTriggerReschedule       = "alloc-reschedule"
+	EvalTriggerAllocStop        = "alloc-stop"
 )
 
 // NewJobEval makes a pending evaluation of job with the given ID, stamped

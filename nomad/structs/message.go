@@ -29,12 +29,13 @@ const (
 	ACLTokenUpsertRequestType        MessageType = 19
 	ACLTokenDeleteRequestType        MessageType = 20
 	ACLTokenBootstrapRequestType     MessageType = 21
+	AllocStopRequestType             MessageType = 22
 
 	// lastMessageType is the highest type above. Bump it when appending
 	// one: the leader refuses to propose, and followers refuse to
 	// store, a type above it (TestFSM_EveryKnownTypeIsApplied checks
 	// the FSM handles each).
-	lastMessageType = ACLTokenBootstrapRequestType
+	lastMessageType = AllocStopRequestType
 )
 
 // Known reports whether t (without IgnoreUnknownTypeFlag) is a type this

@@ -61,6 +61,15 @@ type Driver interface {
 	InspectTask(taskID string) (*TaskStatus, error)
 }
 
+// Signaler is a Driver that can send a task a signal without stopping it
+// (alloc signal). Drivers without it cannot be signalled.
+type Signaler interface {
+	// SignalTask sends the named signal ("SIGHUP", "HUP"; "" is
+	// SIGKILL) to the task. The task's state is otherwise untouched: if
+	// the signal ends it, WaitTask reports that as any exit.
+	SignalTask(taskID, signal string) error
+}
+
 // Capabilities are what a driver supports.
 type Capabilities struct {
 	// MountConfig says whether the driver can mount volumes into tasks; a

@@ -24,6 +24,7 @@ const (
 	EventNotRestarting   = "Not Restarting"
 	EventSiblingFailed   = "Sibling Task Failed"
 	EventRestartSignal   = "Restart Signaled"
+	EventSignaling       = "Signaling"
 	EventPluginHealthy   = "Plugin became healthy"
 	EventPluginUnhealthy = "Plugin became unhealthy"
 )

@@ -2,10 +2,12 @@ package taskrunner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 
 	"github.com/berth-io/berth/nomad/structs"
+	"github.com/berth-io/berth/plugins/drivers"
 )
 
 // Kill stops the task for good (its kill timeout applies) and waits until
@@ -91,4 +93,28 @@ func (r *Runner) MarkDead(ev *structs.TaskEvent, failed bool) {
 	}
 	r.updateState(ev, setDead(failed))
 	r.finish()
+}
+
+// ErrSignalUnsupported: the task's driver cannot signal a task.
+var ErrSignalUnsupported = errors.New("the task's driver cannot send signals")
+
+// Signal sends the named signal to the running task ("" is SIGKILL) and
+// records a Signaling event; the task's lifecycle is otherwise untouched.
+func (r *Runner) Signal(sig string) error {
+	if r.State().State != structs.TaskStateRunning {
+		return fmt.Errorf("signalling task %q of alloc %s: %w", r.task.Name, r.alloc.ID, ErrTaskNotRunning)
+	}
+	s, ok := r.driver.(drivers.Signaler)
+	if !ok {
+		return fmt.Errorf("signalling task %q of alloc %s (driver %s): %w", r.task.Name, r.alloc.ID, r.task.Driver, ErrSignalUnsupported)
+	}
+	if err := s.SignalTask(r.taskID, sig); err != nil {
+		return err
+	}
+	name := sig
+	if name == "" {
+		name = "SIGKILL"
+	}
+	r.EmitEvent(NewEvent(EventSignaling, "Task being sent signal "+name))
+	return nil
 }

@@ -59,7 +59,10 @@ type Driver struct {
 	tasks map[string]*task
 }
 
-var _ drivers.Driver = (*Driver)(nil)
+var (
+	_ drivers.Driver   = (*Driver)(nil)
+	_ drivers.Signaler = (*Driver)(nil)
+)
 
 // New returns a mock driver.
 func New(logger hclog.Logger, cfg Config) *Driver {
@@ -188,6 +191,37 @@ func (d *Driver) StopTask(ctx context.Context, taskID string, timeout time.Durat
 		t.exit(&drivers.ExitResult{ExitCode: -1, Signal: int(endSig)})
 	}
 	return nil
+}
+
+// SignalTask implements drivers.Signaler: the mock task records the
+// signal (Signals lists them) and keeps running.
+func (d *Driver) SignalTask(taskID, signal string) error {
+	t, err := d.get("signalling", taskID)
+	if err != nil {
+		return err
+	}
+	if signal == "" {
+		signal = "SIGKILL"
+	}
+	sig, err := procdriver.ParseSignal(signal)
+	if err != nil {
+		return fmt.Errorf("signalling task %q: %w: %w", taskID, drivers.ErrInvalidConfig, err)
+	}
+	t.mu.Lock()
+	t.signals = append(t.signals, unix.SignalName(sig))
+	t.mu.Unlock()
+	return nil
+}
+
+// Signals are the signals SignalTask sent the task, in order.
+func (d *Driver) Signals(taskID string) []string {
+	t, err := d.get("inspecting", taskID)
+	if err != nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]string(nil), t.signals...)
 }
 
 // stopPlan says when a stopped task exits and of which signal: after

@@ -23,6 +23,7 @@ type task struct {
 	timer       *time.Timer // run_for's; nil if none
 	result      *drivers.ExitResult
 	completedAt time.Time
+	signals     []string // sent by SignalTask
 }
 
 func newTask(cfg *drivers.TaskConfig, sc *scriptConfig) *task {

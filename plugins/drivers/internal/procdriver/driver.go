@@ -78,7 +78,10 @@ type task struct {
 	startedAt time.Time
 }
 
-var _ drivers.Driver = (*Driver)(nil)
+var (
+	_ drivers.Driver   = (*Driver)(nil)
+	_ drivers.Signaler = (*Driver)(nil)
+)
 
 // New makes a Driver.
 func New(cfg Config) *Driver {
@@ -236,6 +239,25 @@ func (d *Driver) StopTask(ctx context.Context, taskID string, timeout time.Durat
 		d.logger.Info("task did not exit in time: killing it", "task_id", taskID, "signal", unix.SignalName(sig), "timeout", timeout)
 	}
 	return d.kill(ctx, taskID, t)
+}
+
+// SignalTask implements drivers.Signaler.
+func (d *Driver) SignalTask(taskID, signal string) error {
+	t, err := d.get("signalling", taskID)
+	if err != nil {
+		return err
+	}
+	if signal == "" {
+		signal = "SIGKILL"
+	}
+	sig, err := ParseSignal(signal)
+	if err != nil {
+		return fmt.Errorf("signalling task %q: %w: %w", taskID, drivers.ErrInvalidConfig, err)
+	}
+	if err := t.proc.Signal(sig); err != nil {
+		return fmt.Errorf("signalling task %q: %w", taskID, err)
+	}
+	return nil
 }
 
 // kill sends SIGKILL and waits for the task to end.
