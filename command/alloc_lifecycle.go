@@ -151,7 +151,9 @@ func (c *AllocRestartCommand) Run(args []string) int {
 // AllocSignalCommand sends a signal to tasks of a running allocation.
 type AllocSignalCommand struct{ Meta }
 
-func (c *AllocSignalCommand) Synopsis() string { return "Send a signal to a running allocation or task" }
+func (c *AllocSignalCommand) Synopsis() string {
+	return "Send a signal to a running allocation or task"
+}
 
 func (c *AllocSignalCommand) Help() string {
 	return `Usage: berth alloc signal [options] <allocation> [<task>]
