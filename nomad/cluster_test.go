@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/hashicorp/raft"
 	"github.com/shoenig/test/must"
 
 	"github.com/berth-io/berth/nomad"
@@ -202,4 +203,17 @@ func TestOperator_AddAndRemovePeer(t *testing.T) {
 	must.NoError(t, s1.RPC("Operator.RaftRemovePeer", &structs.RaftPeerRequest{ID: s2.ID()}, &structs.GenericResponse{}))
 	must.NoError(t, s1.RPC("Operator.RaftGetConfiguration", &structs.GenericRequest{}, &cfg))
 	must.SliceLen(t, 1, cfg.Servers)
+}
+
+// The servers' Raft timings are the fast-failover ones DESIGN.md §2
+// describes, and hashicorp/raft accepts them (it refuses a leader lease
+// longer than the heartbeat timeout, which would make NewServer fail).
+func TestDefaultConfig_RaftTimings(t *testing.T) {
+	rc := nomad.DefaultConfig().RaftConfig
+	rc.LocalID = "server-1"
+	must.NoError(t, raft.ValidateConfig(rc))
+	must.Eq(t, nomad.RaftHeartbeatTimeout, rc.HeartbeatTimeout)
+	must.Eq(t, nomad.RaftHeartbeatTimeout, rc.ElectionTimeout)
+	must.Eq(t, nomad.RaftHeartbeatTimeout/2, rc.LeaderLeaseTimeout)
+	must.Less(t, raft.DefaultConfig().HeartbeatTimeout, rc.HeartbeatTimeout, must.Sprint("faster than raft's default"))
 }

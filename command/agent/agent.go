@@ -11,6 +11,7 @@ import (
 	"net"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -136,9 +137,9 @@ func (a *Agent) setupServer(logOutput io.Writer) error {
 	}
 	if cfg.DevMode {
 		// Dev agents elect themselves at once.
-		sc.RaftConfig.HeartbeatTimeout = sc.RaftConfig.HeartbeatTimeout / 10
-		sc.RaftConfig.ElectionTimeout = sc.RaftConfig.ElectionTimeout / 10
-		sc.RaftConfig.LeaderLeaseTimeout = sc.RaftConfig.LeaderLeaseTimeout / 10
+		sc.RaftConfig.HeartbeatTimeout = 100 * time.Millisecond
+		sc.RaftConfig.ElectionTimeout = 100 * time.Millisecond
+		sc.RaftConfig.LeaderLeaseTimeout = 50 * time.Millisecond
 	}
 	srv, err := nomad.NewServer(sc)
 	if err != nil {
