@@ -54,6 +54,7 @@ const (
 // agent is one `berth agent` child process.
 type agent struct {
 	dataDir string
+	rpcAddr string // servers of the cluster rows only
 	logPath string
 	api     *api.Client
 	nodeID  string
@@ -72,16 +73,31 @@ func startAgent(ctx context.Context, bin, dir string) (*agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	dataDir := filepath.Join(dir, "data")
+	a, err := spawnAgent(bin, dir, fmt.Sprintf(agentConfig, dataDir, ports[0], ports[1]), ports[0])
+	if err != nil {
+		return nil, err
+	}
+	a.dataDir = dataDir
+	if err := a.waitReady(ctx); err != nil {
+		return a, fmt.Errorf("waiting for the agent (log %s):\n%s\n%w", a.logPath, a.logTail(20), err)
+	}
+	return a, nil
+}
+
+// spawnAgent writes config to dir/agent.hcl and starts `berth agent` with
+// it, its output going to dir/agent.log, and an api client for httpPort.
+// It does not wait for anything.
+func spawnAgent(bin, dir, config string, httpPort int) (*agent, error) {
 	a := &agent{
-		dataDir: filepath.Join(dir, "data"),
 		logPath: filepath.Join(dir, "agent.log"),
 		done:    make(chan struct{}),
 	}
 	cfgPath := filepath.Join(dir, "agent.hcl")
-	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, agentConfig, a.dataDir, ports[0], ports[1]), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
 		return nil, fmt.Errorf("writing the agent config: %w", err)
 	}
-	logFile, err := os.Create(a.logPath)
+	logFile, err := os.OpenFile(a.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("creating the agent log: %w", err)
 	}
@@ -99,15 +115,18 @@ func startAgent(ctx context.Context, bin, dir string) (*agent, error) {
 		a.waitErr = a.cmd.Wait()
 		close(a.done)
 	}()
-	a.api, err = api.NewClient(&api.Config{Address: fmt.Sprintf("http://127.0.0.1:%d", ports[0])})
+	a.api, err = api.NewClient(&api.Config{Address: fmt.Sprintf("http://127.0.0.1:%d", httpPort)})
 	if err != nil {
 		a.stop()
 		return nil, err
 	}
-	if err := a.waitReady(ctx); err != nil {
-		return a, fmt.Errorf("waiting for the agent (log %s):\n%s\n%w", a.logPath, a.logTail(20), err)
-	}
 	return a, nil
+}
+
+// kill sends SIGKILL and waits until the process is gone.
+func (a *agent) kill() {
+	_ = a.cmd.Process.Kill()
+	<-a.done
 }
 
 // freePorts returns n distinct free TCP ports on 127.0.0.1. Another

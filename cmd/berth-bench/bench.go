@@ -81,7 +81,7 @@ func (b *bench) run(ctx context.Context) (*results, error) {
 	}
 	b.progress("the plugin was healthy %s after its job was submitted", fmtDur(time.Since(start)))
 	// Floors first, on the idle agent; the rows after them use them.
-	steps := []func(context.Context) []row{b.floorRows, b.registerRows, b.oneAllocRows, b.manyRows, b.batchRows, b.jobRows}
+	steps := []func(context.Context) []row{b.floorRows, b.registerRows, b.oneAllocRows, b.manyRows, b.batchRows, b.jobRows, b.failoverRows, b.restartRows}
 	for _, step := range steps {
 		rows := step(ctx)
 		if err := ctx.Err(); err != nil {
@@ -339,12 +339,17 @@ func (b *bench) measureJobRuns(ctx context.Context) ([]time.Duration, error) {
 // of them have their task in the given state. An alloc that fails while
 // waiting for running ends the wait with its story.
 func (b *bench) waitTasks(ctx context.Context, jobID string, count int, state string, timeout time.Duration) error {
+	return waitTasks(ctx, b.agent.api, jobID, count, state, timeout)
+}
+
+// waitTasks is bench.waitTasks through the agent of c.
+func waitTasks(ctx context.Context, c *api.Client, jobID string, count int, state string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var index uint64
 	for {
 		q := &api.QueryOptions{WaitIndex: index, WaitTime: blockingWait}
-		allocs, qm, err := b.agent.api.Jobs().Allocations(jobID, false, q.WithContext(ctx))
+		allocs, qm, err := c.Jobs().Allocations(jobID, false, q.WithContext(ctx))
 		if err != nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("waiting for %d tasks of job %s to be %s: %w", count, jobID, state, ctx.Err())

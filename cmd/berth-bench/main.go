@@ -44,6 +44,15 @@
 //     allocs seeing both tasks running (the bench's clock: what a user
 //     who submits and watches sees). Stopped, its tasks dead, and purged
 //     between runs.
+//   - 3-server leader failover: three server-only agents of their own
+//     (Raft on disk, fresh per run); SIGKILL the leader, then time until
+//     a surviving server answers a write (a job register, committed
+//     through the new leader). -failovers runs.
+//   - client kill -9 → restarted client ready: a server and a client-only
+//     agent of their own; SIGKILL the client agent, start it again with
+//     the same data dir, and time until a blocking query on the server
+//     sees its node written again, ready, with exec healthy. -restarts
+//     runs.
 //   - claim → NodePublish done (1 alloc): a service job with one exec task
 //     mounting one single-node-writer volume. From the claim's CreateTime
 //     (the leader stamps it when the plan that places the alloc reserves
@@ -116,6 +125,8 @@ type config struct {
 	batch     int // volumes of one register request
 	batches   int // such requests
 	jobRuns   int // runs of the two-alloc job without volumes
+	failovers int // runs of the 3-server leader failover
+	restarts  int // client agent kill -9 and restarts
 	lists     int // list calls
 	claims    int // one-alloc claim/stop runs
 	many      int // allocs of the big job
@@ -139,6 +150,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.batches, "batches", 5, "requests of -batch volumes each (0 skips the row)")
 	fs.IntVar(&cfg.jobRuns, "job-runs", 5, "runs of a job of two exec allocs without volumes, submit → both running (0 skips the row)")
 	fs.IntVar(&cfg.claims, "claims", 20, "runs of the one-alloc job (claim → published, stop → freed)")
+	fs.IntVar(&cfg.failovers, "failovers", 3, "runs of a fresh 3-server cluster whose leader is killed (0 skips the row)")
+	fs.IntVar(&cfg.restarts, "restarts", 5, "kill -9 and restarts of a client-only agent (0 skips the row)")
 	fs.IntVar(&cfg.many, "many", 100, "allocs of the big job (0 skips its rows)")
 	fs.IntVar(&cfg.floorN, "floor-n", 1000, "iterations of each floor")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the temp dir (agent log, data_dir) instead of removing it")
@@ -159,8 +172,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if cfg.registers < 1 || cfg.lists < 1 || cfg.claims < 1 || cfg.many < 0 || cfg.floorN < 1 ||
-		cfg.batch < 1 || cfg.batches < 0 || cfg.jobRuns < 0 {
-		fmt.Fprintln(stderr, "berth-bench: -registers, -lists, -claims, -batch and -floor-n must be at least 1; -many, -batches and -job-runs at least 0")
+		cfg.batch < 1 || cfg.batches < 0 || cfg.jobRuns < 0 || cfg.failovers < 0 || cfg.restarts < 0 {
+		fmt.Fprintln(stderr, "berth-bench: -registers, -lists, -claims, -batch and -floor-n must be at least 1; "+
+			"-many, -batches, -job-runs, -failovers and -restarts at least 0")
 		return 2
 	}
 	if os.Geteuid() != 0 {

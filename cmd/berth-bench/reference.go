@@ -13,6 +13,8 @@ const (
 	rowClaimMany     = "claim_publish_many"
 	rowStopMany      = "stop_freed_many"
 	rowJobRunning    = "job_running"
+	rowFailover      = "leader_failover"
+	rowClientRestart = "client_restart"
 	rowFloorWAL      = "floor_raft_wal"
 	rowFloorGRPC     = "floor_grpc"
 	rowFloorMount    = "floor_bind_mount"
@@ -20,7 +22,7 @@ const (
 
 var rowOrder = []string{
 	rowRegister, rowRegisterTotal, rowRegisterBatch, rowList, rowClaimOne, rowStopOne, rowClaimMany, rowStopMany,
-	rowJobRunning,
+	rowJobRunning, rowFailover, rowClientRestart,
 	rowFloorWAL, rowFloorGRPC, rowFloorMount,
 }
 
@@ -63,6 +65,11 @@ var references = map[string]reference{
 	rowStopMany: {Nomad: "1.1–5.4s", NomadBest: 1100 * time.Millisecond, Target: true, Size: 100},
 	// Job of two exec allocs, submit → both running: 0.8–1.4 s (issue 20).
 	rowJobRunning: {Nomad: "0.8–1.4s", NomadBest: 800 * time.Millisecond, Target: true, Size: 2},
+	// Three servers, kill -9 of the leader → a new leader answers:
+	// 2.7–3.5 s (issue 20).
+	rowFailover: {Nomad: "2.7–3.5s", NomadBest: 2700 * time.Millisecond, Target: true, Size: 3},
+	// Client agent kill -9 → restarted client ready: 17–18.5 s (issue 20).
+	rowClientRestart: {Nomad: "17–18.5s", NomadBest: 17 * time.Second, Target: true},
 	// Floors of §7 (perf-anchors.md §2: raft-wal p50 0.15–0.17 ms, gRPC
 	// p50 39–50 µs, bind mount pair p50 47–53 µs).
 	rowFloorWAL:   {Floor: "0.16ms"},
