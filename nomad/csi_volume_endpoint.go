@@ -638,6 +638,34 @@ func (s *volumeStatsStore) get(ns, id string, now time.Time) map[string]*structs
 	return out
 }
 
+// EachVolumeStats calls fn with a copy of every current usage sample this
+// server holds, ordered by namespace, volume and node. Only the leader
+// holds samples (see volumeStatsStore); on a follower fn is never called.
+// The agent's metrics read them as per-volume gauges.
+func (s *Server) EachVolumeStats(now time.Time, fn func(ns, volumeID, nodeID string, st *structs.CSIVolumeStats)) {
+	type row struct {
+		key    volumeKey
+		nodeID string
+		st     *structs.CSIVolumeStats
+	}
+	var rows []row
+	s.volumeStats.lock.Lock()
+	for key, byNode := range s.volumeStats.byVolume {
+		for nodeID, st := range byNode {
+			if now.Sub(s.volumeStats.byNode[nodeID].at) <= volumeStatsTTL {
+				rows = append(rows, row{key, nodeID, st.Copy()})
+			}
+		}
+	}
+	s.volumeStats.lock.Unlock()
+	slices.SortFunc(rows, func(a, b row) int {
+		return strings.Compare(a.key.ns+"\x00"+a.key.id+"\x00"+a.nodeID, b.key.ns+"\x00"+b.key.id+"\x00"+b.nodeID)
+	})
+	for _, r := range rows {
+		fn(r.key.ns, r.key.id, r.nodeID, r.st)
+	}
+}
+
 // ReportStats takes a client's report of the usage of every CSI volume
 // published on its node (structs.CSIVolumeStatsReportRequest) and keeps
 // it in the leader's memory, replacing the node's previous report;

@@ -87,3 +87,40 @@ func TestMetricsRegistry_LatencyIsAHistogram(t *testing.T) {
 }
 
 func streamAll() stream.Request { return stream.Request{} }
+
+// The leader's volume usage samples are gauges per volume and node; a
+// figure the plugin did not report (-1) and a condition from a plugin
+// without VOLUME_CONDITION have no series.
+func TestHTTP_MetricsVolumeUsage(t *testing.T) {
+	a := newDevAgent(t)
+	n1 := registerPluginNode(t, a, 1, "hostpath", false)
+	n2 := registerPluginNode(t, a, 2, "hostpath", false)
+	registerVolume(t, a, apiVolume("db", "hostpath"))
+	report := func(n *structs.Node, st *structs.CSIVolumeStats) {
+		req := &structs.CSIVolumeStatsReportRequest{NodeID: n.ID, Samples: []*structs.CSIVolumeStatsSample{
+			{Namespace: structs.DefaultNamespace, VolumeID: "db", Stats: st}}}
+		req.AuthToken = n.SecretID
+		must.NoError(t, a.Server().RPC(structs.MethodCSIVolumeReportStats, req, &structs.GenericResponse{}))
+	}
+	report(n1, &structs.CSIVolumeStats{UsedBytes: 300, AvailableBytes: 700, TotalBytes: 1000, UsedInodes: 3, AvailableInodes: 97,
+		Condition: &structs.CSIVolumeCondition{Abnormal: true, Message: "I/O errors"}, SampledAt: 1})
+	report(n2, &structs.CSIVolumeStats{UsedBytes: 5, AvailableBytes: -1, TotalBytes: -1, UsedInodes: -1, AvailableInodes: -1, SampledAt: 1})
+
+	_, body := do(t, a, http.MethodGet, "/v1/metrics?format=prometheus", nil)
+	l1 := `{namespace="default",node="` + n1.ID + `",volume="db"} `
+	l2 := `{namespace="default",node="` + n2.ID + `",volume="db"} `
+	for _, want := range []string{
+		"berth_csi_volume_used_bytes" + l1 + "300\n",
+		"berth_csi_volume_used_bytes" + l2 + "5\n",
+		"berth_csi_volume_available_bytes" + l1 + "700\n",
+		"berth_csi_volume_capacity_bytes" + l1 + "1000\n",
+		"berth_csi_volume_inodes_used" + l1 + "3\n",
+		"berth_csi_volume_inodes_available" + l1 + "97\n",
+		"berth_csi_volume_condition_abnormal" + l1 + "1\n",
+	} {
+		must.StrContains(t, body, want)
+	}
+	for _, absent := range []string{"berth_csi_volume_capacity_bytes" + l2, "berth_csi_volume_inodes_used" + l2, "berth_csi_volume_condition_abnormal" + l2} {
+		must.StrNotContains(t, body, absent)
+	}
+}

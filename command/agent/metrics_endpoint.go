@@ -15,6 +15,7 @@ import (
 
 	metrics "github.com/hashicorp/go-metrics"
 
+	"github.com/berth-io/berth/nomad"
 	"github.com/berth-io/berth/nomad/structs"
 )
 
@@ -368,7 +369,56 @@ func (s *HTTPServer) scrapeGauges() ([]metricSeries, error) {
 			expectedSeries = append(expectedSeries, gauge("berth_csi_plugin_expected", float64(t.expected), ls...))
 		}
 	}
-	return append(append(out, healthySeries...), expectedSeries...), nil
+	out = append(append(out, healthySeries...), expectedSeries...)
+	return append(out, volumeUsageSeries(srv, now)...), nil
+}
+
+// volumeUsageGauges are the per-volume usage gauges, from the samples the
+// leader holds (CSIVolume.ReportStats), in the order they are written.
+var volumeUsageGauges = []struct {
+	name  string
+	value func(*structs.CSIVolumeStats) (float64, bool)
+}{
+	{"berth_csi_volume_used_bytes", func(st *structs.CSIVolumeStats) (float64, bool) { return float64(st.UsedBytes), st.UsedBytes >= 0 }},
+	{"berth_csi_volume_available_bytes", func(st *structs.CSIVolumeStats) (float64, bool) {
+		return float64(st.AvailableBytes), st.AvailableBytes >= 0
+	}},
+	{"berth_csi_volume_capacity_bytes", func(st *structs.CSIVolumeStats) (float64, bool) { return float64(st.TotalBytes), st.TotalBytes >= 0 }},
+	{"berth_csi_volume_inodes_used", func(st *structs.CSIVolumeStats) (float64, bool) { return float64(st.UsedInodes), st.UsedInodes >= 0 }},
+	{"berth_csi_volume_inodes_available", func(st *structs.CSIVolumeStats) (float64, bool) {
+		return float64(st.AvailableInodes), st.AvailableInodes >= 0
+	}},
+	{"berth_csi_volume_condition_abnormal", func(st *structs.CSIVolumeStats) (float64, bool) {
+		if st.Condition == nil {
+			return 0, false
+		}
+		if st.Condition.Abnormal {
+			return 1, true
+		}
+		return 0, true
+	}},
+}
+
+// volumeUsageSeries writes each volume's usage on each node as gauges
+// labelled namespace, volume and node. A figure the plugin did not report
+// (-1) has no series; neither has a condition from a plugin without
+// VOLUME_CONDITION. Only the leader holds samples, so only its scrape
+// has these series.
+func volumeUsageSeries(srv *nomad.Server, now time.Time) []metricSeries {
+	byName := make([][]metricSeries, len(volumeUsageGauges))
+	srv.EachVolumeStats(now, func(ns, volumeID, nodeID string, st *structs.CSIVolumeStats) {
+		labels := []metrics.Label{{Name: "namespace", Value: ns}, {Name: "volume", Value: volumeID}, {Name: "node", Value: nodeID}}
+		for i, g := range volumeUsageGauges {
+			if v, ok := g.value(st); ok {
+				byName[i] = append(byName[i], metricSeries{kind: kindGauge, name: g.name, labels: promLabels(labels), labelMap: labelMap(labels), value: v})
+			}
+		}
+	})
+	var out []metricSeries
+	for _, s := range byName {
+		out = append(out, s...)
+	}
+	return out
 }
 
 // stepSince is when claim entered its current step (unix ns): the time of
