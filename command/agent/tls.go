@@ -18,11 +18,16 @@ import (
 //	  key_file  = "global-server-berth-key.pem"
 //	  verify_server_hostname = true  # clients check they talk to server.<region>.berth
 //	  verify_https_client    = true  # HTTPS callers must present a certificate
+//	  tls_min_version        = "tls13" # or "tls12", the default
 //	}
 //
 // With rpc = true the RPC port takes TLS only, and always requires a
 // certificate signed by ca_file; Raft takes only server certificates,
 // whatever verify_server_hostname says. Certificates reload on SIGHUP.
+//
+// tls_min_version holds for the HTTPS and RPC listeners and for the
+// agent's own dials. Nomad's rpc_upgrade_mode (plain and TLS RPC on one
+// port during a rollout) is refused when true: see validate.
 type TLSConfig struct {
 	HTTP                 *bool  `hcl:"http,optional"`
 	RPC                  *bool  `hcl:"rpc,optional"`
@@ -31,6 +36,8 @@ type TLSConfig struct {
 	KeyFile              string `hcl:"key_file,optional"`
 	VerifyServerHostname *bool  `hcl:"verify_server_hostname,optional"`
 	VerifyHTTPSClient    *bool  `hcl:"verify_https_client,optional"`
+	TLSMinVersion        string `hcl:"tls_min_version,optional"`
+	RPCUpgradeMode       *bool  `hcl:"rpc_upgrade_mode,optional"`
 }
 
 func isTrue(b *bool) bool { return b != nil && *b }
@@ -39,15 +46,38 @@ func isTrue(b *bool) bool { return b != nil && *b }
 func (c *Config) tlsHTTP() bool { return c.TLS != nil && isTrue(c.TLS.HTTP) }
 func (c *Config) tlsRPC() bool  { return c.TLS != nil && isTrue(c.TLS.RPC) }
 
+// files is what tlsutil loads; validate has checked TLSMinVersion.
 func (t *TLSConfig) files() tlsutil.Files {
-	return tlsutil.Files{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile}
+	v, _ := tlsutil.ParseMinVersion(t.TLSMinVersion)
+	return tlsutil.Files{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile, MinVersion: v}
 }
 
+// errRPCUpgradeMode explains why rpc_upgrade_mode = true is refused.
+// While it is on, Nomad's RPC port takes plaintext connections next to
+// TLS ones, and on Berth's port plaintext means Raft (byte 0x02) and node
+// sessions with no certificate: the forged AppendEntries that tls.rpc
+// exists to stop would get in again for as long as a rollout lasts, and
+// rollouts have a way of never being finished.
+var errRPCUpgradeMode = errors.New("tls.rpc_upgrade_mode = true is refused: while it is on, the RPC port would take plaintext Raft and RPC " +
+	"from anyone who can reach it, which is what tls.rpc is there to stop. To move a cluster to TLS, put the same tls {} block " +
+	"on every agent and restart them (servers one at a time keep a quorum once a majority has TLS); leave rpc_upgrade_mode out")
+
 func (t *TLSConfig) validate() []error {
-	if t == nil || (!isTrue(t.HTTP) && !isTrue(t.RPC)) {
+	if t == nil {
 		return nil
 	}
 	var errs []error
+	// Checked even with TLS off, so a typo cannot wait for the day TLS
+	// is turned on.
+	if _, err := tlsutil.ParseMinVersion(t.TLSMinVersion); err != nil {
+		errs = append(errs, fmt.Errorf("tls.%w", err))
+	}
+	if isTrue(t.RPCUpgradeMode) {
+		errs = append(errs, errRPCUpgradeMode)
+	}
+	if !isTrue(t.HTTP) && !isTrue(t.RPC) {
+		return errs
+	}
 	for name, v := range map[string]string{"ca_file": t.CAFile, "cert_file": t.CertFile, "key_file": t.KeyFile} {
 		if v == "" {
 			errs = append(errs, fmt.Errorf("tls.%s is required with tls.http or tls.rpc (berth tls ca create and berth tls cert create make a dev PKI)", name))
@@ -84,6 +114,12 @@ func mergeTLS(c, o *TLSConfig) *TLSConfig {
 	}
 	if o.VerifyHTTPSClient != nil {
 		out.VerifyHTTPSClient = o.VerifyHTTPSClient
+	}
+	if o.TLSMinVersion != "" {
+		out.TLSMinVersion = o.TLSMinVersion
+	}
+	if o.RPCUpgradeMode != nil {
+		out.RPCUpgradeMode = o.RPCUpgradeMode
 	}
 	return &out
 }

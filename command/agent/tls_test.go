@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -66,6 +67,27 @@ tls {
 	must.ErrorContains(t, err, "tls.cert_file is required with tls.http or tls.rpc")
 	must.ErrorContains(t, err, "tls.key_file is required")
 
+	// tls_min_version takes Nomad's tls12 and tls13, and a typo is refused
+	// even while TLS is off; rpc_upgrade_mode = true is refused with why.
+	v13, err := ParseConfig("agent.hcl", []byte("tls {\n  tls_min_version = \"tls13\"\n}\n"))
+	must.NoError(t, err)
+	merged = merged.Merge(v13)
+	must.NoError(t, merged.Validate())
+	must.Eq(t, tls.VersionTLS13, merged.TLS.files().MinVersion)
+	must.Eq(t, tls.VersionTLS12, DevConfig().Merge(c).TLS.files().MinVersion, must.Sprint("the default is tls12"))
+	for src, want := range map[string]string{
+		"tls {\n  tls_min_version = \"tls10\"\n}\n": `tls.tls_min_version "tls10" is refused: TLS 1.0 and 1.1 are deprecated`,
+		"tls {\n  tls_min_version = \"1.3\"\n}\n":   `tls.tls_min_version "1.3" is not a TLS version: use "tls12" (the default) or "tls13"`,
+		"tls {\n  rpc_upgrade_mode = true\n}\n":     "tls.rpc_upgrade_mode = true is refused: while it is on, the RPC port would take plaintext Raft",
+	} {
+		fc, err := ParseConfig("agent.hcl", []byte(src))
+		must.NoError(t, err)
+		must.ErrorContains(t, DevConfig().Merge(fc).Validate(), want)
+	}
+	off, err := ParseConfig("agent.hcl", []byte("tls {\n  rpc_upgrade_mode = false\n}\n"))
+	must.NoError(t, err)
+	must.NoError(t, DevConfig().Merge(off).Validate(), must.Sprint("rpc_upgrade_mode = false is what Berth does anyway"))
+
 	_, err = ParseConfig("agent.hcl", []byte("tls {\n  verify_incoming = true\n}\n"))
 	must.ErrorContains(t, err, `agent.hcl:2,3: Unsupported argument; An argument named "verify_incoming"`)
 }
@@ -85,6 +107,7 @@ tls {
   key_file  = %[3]q
   verify_server_hostname = true
   verify_https_client    = true
+  tls_min_version        = "tls13"
 }
 `, filepath.Join(dir, "ca.pem"), filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem"))))
 	must.NoError(t, err)
@@ -103,8 +126,11 @@ tls {
 	must.True(t, pool.AppendCertsFromPEM(caPEM))
 	cli, err := tls.LoadX509KeyPair(filepath.Join(dir, "cli.pem"), filepath.Join(dir, "cli-key.pem"))
 	must.NoError(t, err)
-	httpsGet := func(certs []tls.Certificate) (*http.Response, error) {
+	httpsGet := func(certs []tls.Certificate, maxVersion ...uint16) (*http.Response, error) {
 		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: certs}}
+		if len(maxVersion) > 0 {
+			tr.TLSClientConfig.MaxVersion = maxVersion[0]
+		}
 		defer tr.CloseIdleConnections()
 		return (&http.Client{Transport: tr}).Get(a.HTTPURL() + "/v1/agent/health")
 	}
@@ -116,6 +142,20 @@ tls {
 
 	_, err = httpsGet(nil)
 	must.Error(t, err, must.Sprint("verify_https_client: a caller without a certificate is refused"))
+
+	_, err = httpsGet([]tls.Certificate{cli}, tls.VersionTLS12)
+	must.ErrorContains(t, err, "protocol version", must.Sprint("tls_min_version = tls13: a TLS 1.2 caller is refused"))
+
+	// The RPC port: byte 0x04 then TLS; a TLS 1.2 dial is refused there too.
+	rc, err := net.Dial("tcp", a.Server().RPCAddr())
+	must.NoError(t, err)
+	defer rc.Close()
+	_, err = rc.Write([]byte{0x04})
+	must.NoError(t, err)
+	srvCert, err := tls.LoadX509KeyPair(filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem"))
+	must.NoError(t, err)
+	old := tls.Client(rc, &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{srvCert}, ServerName: "server.global.berth", MaxVersion: tls.VersionTLS12})
+	must.ErrorContains(t, old.Handshake(), "protocol version", must.Sprint("tls_min_version = tls13 on the RPC port"))
 
 	resp, err = http.Get("http://" + a.HTTPAddr() + "/v1/agent/health")
 	must.NoError(t, err)

@@ -53,11 +53,43 @@ var (
 )
 
 // Files are the PEM files of one agent: the CA that signs every
-// certificate, and this agent's certificate and key.
+// certificate, and this agent's certificate and key; and the lowest TLS
+// version its listeners and dials accept.
 type Files struct {
 	CAFile   string
 	CertFile string
 	KeyFile  string
+	// MinVersion is tls.VersionTLS12 or tls.VersionTLS13 (ParseMinVersion);
+	// 0 means TLS 1.2.
+	MinVersion uint16
+}
+
+// minVersionNames are the values of the agent's tls_min_version, Nomad's
+// spellings, with the version each means.
+var minVersionNames = map[string]uint16{"tls12": tls.VersionTLS12, "tls13": tls.VersionTLS13}
+
+// ParseMinVersion maps tls_min_version ("tls12", "tls13"; "" is tls12) to
+// its TLS version. Nomad also takes tls10 and tls11; Berth refuses them:
+// both are deprecated (RFC 8996) and nothing Berth talks to needs them.
+func ParseMinVersion(s string) (uint16, error) {
+	if s == "" {
+		return tls.VersionTLS12, nil
+	}
+	if v, ok := minVersionNames[s]; ok {
+		return v, nil
+	}
+	if s == "tls10" || s == "tls11" {
+		return 0, fmt.Errorf("tls_min_version %q is refused: TLS 1.0 and 1.1 are deprecated (RFC 8996); use \"tls12\" (the default) or \"tls13\"", s)
+	}
+	return 0, fmt.Errorf("tls_min_version %q is not a TLS version: use \"tls12\" (the default) or \"tls13\"", s)
+}
+
+// minVersion is f's MinVersion with the default applied.
+func (f Files) minVersion() uint16 {
+	if f.MinVersion == 0 {
+		return tls.VersionTLS12
+	}
+	return f.MinVersion
 }
 
 // bundle is one loaded generation of Files; never changed once loaded.
@@ -68,6 +100,9 @@ type bundle struct {
 }
 
 func loadBundle(f Files) (*bundle, error) {
+	if v := f.MinVersion; v != 0 && v != tls.VersionTLS12 && v != tls.VersionTLS13 {
+		return nil, fmt.Errorf("tls: minimum version %#04x is neither TLS 1.2 nor TLS 1.3", v)
+	}
 	if f.CAFile == "" || f.CertFile == "" || f.KeyFile == "" {
 		return nil, errors.New("tls: ca_file, cert_file and key_file are all required")
 	}
@@ -144,12 +179,15 @@ func (r *Reloader) HasRole(role Role, region string) bool {
 // peers must present a certificate signed by the CA. Each handshake
 // takes the current generation.
 func (r *Reloader) IncomingConfig(auth tls.ClientAuthType) *tls.Config {
+	// Both configs carry the minimum: crypto/tls takes the version from
+	// the one GetConfigForClient returns.
+	minVer := r.files.minVersion()
 	return &tls.Config{
-		MinVersion: tls.VersionTLS12,
+		MinVersion: minVer,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 			b := r.cur.Load()
 			return &tls.Config{
-				MinVersion:   tls.VersionTLS12,
+				MinVersion:   minVer,
 				Certificates: []tls.Certificate{*b.cert},
 				ClientCAs:    b.pool,
 				ClientAuth:   auth,
@@ -165,7 +203,7 @@ func (r *Reloader) IncomingConfig(auth tls.ClientAuthType) *tls.Config {
 func (r *Reloader) OutgoingConfig(serverName string) *tls.Config {
 	b := r.cur.Load()
 	cfg := &tls.Config{
-		MinVersion:   tls.VersionTLS12,
+		MinVersion:   r.files.minVersion(),
 		RootCAs:      b.pool,
 		Certificates: []tls.Certificate{*b.cert},
 		ServerName:   serverName,

@@ -215,3 +215,54 @@ func TestReloadSwapsForNewConnections(t *testing.T) {
 func TestPeerRoleWithoutCert(t *testing.T) {
 	must.True(t, errors.Is(PeerRole(tls.ConnectionState{}, RoleServer, "global"), ErrNoPeerCert))
 }
+
+// tls_min_version = "tls13" holds on both sides: a listener refuses a
+// peer that offers only TLS 1.2, and so does a dial; the default (tls12)
+// still speaks to it.
+func TestMinVersion(t *testing.T) {
+	p := newPKI(t)
+	srvFiles := p.files(t, "srv", CertOptions{Role: RoleServer})
+	def, err := NewReloader(srvFiles)
+	must.NoError(t, err)
+	v13 := srvFiles
+	v13.MinVersion, err = ParseMinVersion("tls13")
+	must.NoError(t, err)
+	strict, err := NewReloader(v13)
+	must.NoError(t, err)
+	name := RoleServer.Name("global")
+	capped := func(c *tls.Config) *tls.Config { c.MaxVersion = tls.VersionTLS12; return c }
+
+	se, ce, st := handshake(t, def.IncomingConfig(tls.RequireAndVerifyClientCert), capped(def.OutgoingConfig(name)))
+	must.NoError(t, se)
+	must.NoError(t, ce)
+	must.Eq(t, tls.VersionTLS12, st.Version, must.Sprint("the default minimum, tls12, takes a TLS 1.2 peer"))
+
+	se, _, _ = handshake(t, strict.IncomingConfig(tls.RequireAndVerifyClientCert), capped(def.OutgoingConfig(name)))
+	must.ErrorContains(t, se, "unsupported versions", must.Sprint("a tls13 listener must refuse a TLS 1.2 dial"))
+
+	// GetConfigForClient's config decides the version: cap that one.
+	b := def.cur.Load()
+	old := &tls.Config{MaxVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*b.cert}, ClientCAs: b.pool, ClientAuth: tls.RequireAndVerifyClientCert}
+	se, ce, _ = handshake(t, old, def.OutgoingConfig(name))
+	must.NoError(t, se)
+	must.NoError(t, ce, must.Sprint("the default dial takes a TLS 1.2 listener"))
+	_, ce, _ = handshake(t, old, strict.OutgoingConfig(name))
+	must.ErrorContains(t, ce, "protocol version", must.Sprint("a tls13 dial must refuse a TLS 1.2 listener"))
+
+	se, ce, st = handshake(t, strict.IncomingConfig(tls.RequireAndVerifyClientCert), strict.OutgoingConfig(name))
+	must.NoError(t, se)
+	must.NoError(t, ce)
+	must.Eq(t, tls.VersionTLS13, st.Version)
+
+	for in, want := range map[string]string{
+		"tls11": "TLS 1.0 and 1.1 are deprecated",
+		"TLS13": `tls_min_version "TLS13" is not a TLS version: use "tls12" (the default) or "tls13"`,
+		"1.3":   "is not a TLS version",
+	} {
+		_, err := ParseMinVersion(in)
+		must.ErrorContains(t, err, want)
+	}
+	v, err := ParseMinVersion("")
+	must.NoError(t, err)
+	must.Eq(t, tls.VersionTLS12, v)
+}
