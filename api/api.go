@@ -223,6 +223,12 @@ func (c *Client) newRequest(ctx context.Context, method, path string, params url
 	return req, nil
 }
 
+// rawDecoder is an answer that decodes its whole body itself (a big list
+// with a decoder of its own, see volumeStubList).
+type rawDecoder interface {
+	decodeJSON(body []byte) error
+}
+
 func (c *Client) do(req *http.Request, out any) (*http.Response, error) {
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -232,6 +238,21 @@ func (c *Client) do(req *http.Request, out any) (*http.Response, error) {
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		return resp, &StatusError{Code: resp.StatusCode, Body: string(b)}
+	}
+	if rd, ok := out.(rawDecoder); ok {
+		var buf bytes.Buffer
+		if resp.ContentLength > 0 && resp.ContentLength < 64<<20 {
+			buf.Grow(int(resp.ContentLength))
+		}
+		_, err := buf.ReadFrom(resp.Body)
+		b := buf.Bytes()
+		if err == nil {
+			err = rd.decodeJSON(b)
+		}
+		if err != nil {
+			return resp, fmt.Errorf("decoding response of %s %s: %w", req.Method, req.URL.Path, err)
+		}
+		return resp, nil
 	}
 	if out != nil {
 		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {

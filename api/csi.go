@@ -138,7 +138,7 @@ func (c *Client) CSIVolumes() *CSIVolumes { return &CSIVolumes{c: c} }
 // List lists CSI volumes (GET /v1/volumes?type=csi). Filter by plugin or
 // node with q.Params "plugin_id" and "node_id".
 func (v *CSIVolumes) List(q *QueryOptions) ([]*CSIVolumeListStub, *QueryMeta, error) {
-	var resp []*CSIVolumeListStub
+	var resp volumeStubList
 	qm, err := v.c.query("/v1/volumes", &resp, withQueryParams(q, "type", "csi"))
 	if err != nil {
 		return nil, nil, err

@@ -1,0 +1,394 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// volumeStubList is the answer of GET /v1/volumes?type=csi. It decodes
+// itself: encoding/json spent about 5 µs per stub on reflection (5 ms of
+// the 7 ms a list of 1,000 volumes took through this package). The
+// decoder below reads the stub's flat fields directly and hands the nested
+// ones (Topologies, ResourceExhausted) to encoding/json. Anything it does
+// not take as encoding/json would (a key matching a field only without
+// case, a number that is not a plain integer, invalid JSON) sends the
+// whole body to encoding/json instead, so the result, or the error, is
+// always encoding/json's.
+type volumeStubList []*CSIVolumeListStub
+
+func (l *volumeStubList) decodeJSON(body []byte) error {
+	if out, ok := decodeVolumeStubs(body); ok {
+		*l = out
+		return nil
+	}
+	var out []*CSIVolumeListStub
+	if err := json.Unmarshal(body, &out); err != nil {
+		return err
+	}
+	*l = out
+	return nil
+}
+
+// errSlowPath ends the fast decoder: encoding/json decodes the body.
+var errSlowPath = errors.New("not for the fast path")
+
+// decodeVolumeStubs is the fast path; ok is false when the body must go
+// to encoding/json.
+func decodeVolumeStubs(body []byte) (out []*CSIVolumeListStub, ok bool) {
+	d := stubDecoder{b: body}
+	d.ws()
+	if d.literal("null") {
+		d.ws()
+		return nil, d.i == len(d.b)
+	}
+	if !d.byte('[') {
+		return nil, false
+	}
+	out = []*CSIVolumeListStub{}
+	d.ws()
+	if d.byte(']') {
+		d.ws()
+		return out, d.i == len(d.b)
+	}
+	for {
+		d.ws()
+		var s *CSIVolumeListStub
+		if !d.literal("null") {
+			s = new(CSIVolumeListStub)
+			if d.stub(s) != nil {
+				return nil, false
+			}
+		}
+		out = append(out, s)
+		d.ws()
+		if d.byte(',') {
+			continue
+		}
+		if !d.byte(']') {
+			return nil, false
+		}
+		d.ws()
+		return out, d.i == len(d.b)
+	}
+}
+
+// stubDecoder reads JSON from b at i.
+type stubDecoder struct {
+	b []byte
+	i int
+	// seen holds the values of the fields that repeat across a list
+	// (namespace, modes, plugin, provider, state), each allocated once.
+	seen map[string]string
+}
+
+// interned is str for a value that repeats across the list.
+func (d *stubDecoder) interned() (string, error) {
+	if d.seen == nil {
+		d.seen = map[string]string{}
+	}
+	start := d.i
+	s, err := d.str()
+	if err != nil {
+		return "", err
+	}
+	// The raw bytes, quotes and escapes included, are the key: equal
+	// bytes are an equal value, and the lookup does not allocate.
+	raw := d.b[start:d.i]
+	if v, ok := d.seen[string(raw)]; ok {
+		return v, nil
+	}
+	d.seen[string(raw)] = s
+	return s, nil
+}
+
+func (d *stubDecoder) ws() {
+	for d.i < len(d.b) {
+		switch d.b[d.i] {
+		case ' ', '\t', '\n', '\r':
+			d.i++
+		default:
+			return
+		}
+	}
+}
+
+// byte consumes c if it is next.
+func (d *stubDecoder) byte(c byte) bool {
+	if d.i < len(d.b) && d.b[d.i] == c {
+		d.i++
+		return true
+	}
+	return false
+}
+
+// literal consumes lit (null, true, false) if it is next and ends there.
+func (d *stubDecoder) literal(lit string) bool {
+	if !bytes.HasPrefix(d.b[d.i:], []byte(lit)) {
+		return false
+	}
+	if j := d.i + len(lit); j < len(d.b) && isIdentByte(d.b[j]) {
+		return false
+	}
+	d.i += len(lit)
+	return true
+}
+
+func isIdentByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
+}
+
+// stub reads one object into s.
+func (d *stubDecoder) stub(s *CSIVolumeListStub) error {
+	if !d.byte('{') {
+		return errSlowPath
+	}
+	d.ws()
+	if d.byte('}') {
+		return nil
+	}
+	for {
+		d.ws()
+		key, err := d.str()
+		if err != nil {
+			return err
+		}
+		d.ws()
+		if !d.byte(':') {
+			return errSlowPath
+		}
+		d.ws()
+		if err := d.field(s, key); err != nil {
+			return err
+		}
+		d.ws()
+		if d.byte(',') {
+			continue
+		}
+		if d.byte('}') {
+			return nil
+		}
+		return errSlowPath
+	}
+}
+
+// stubFields are the JSON names of CSIVolumeListStub's fields: a key that
+// equals one of them only without case is left to encoding/json.
+var stubFields = []string{
+	"ID", "Namespace", "Name", "ExternalID", "Topologies", "AccessMode", "AttachmentMode",
+	"CurrentReaders", "CurrentWriters", "Schedulable", "PluginID", "Provider", "ControllerRequired",
+	"ControllersHealthy", "ControllersExpected", "NodesHealthy", "NodesExpected", "ResourceExhausted",
+	"CreateIndex", "ModifyIndex", "State", "Claims",
+}
+
+// field reads the value of key into s. A null leaves the field as it is,
+// as encoding/json does.
+func (d *stubDecoder) field(s *CSIVolumeListStub, key string) error {
+	if d.literal("null") {
+		return nil
+	}
+	var err error
+	switch key {
+	case "ID":
+		s.ID, err = d.str()
+	case "Namespace":
+		s.Namespace, err = d.interned()
+	case "Name":
+		s.Name, err = d.str()
+	case "ExternalID":
+		s.ExternalID, err = d.str()
+	case "PluginID":
+		s.PluginID, err = d.interned()
+	case "Provider":
+		s.Provider, err = d.interned()
+	case "AccessMode":
+		var v string
+		v, err = d.interned()
+		s.AccessMode = CSIVolumeAccessMode(v)
+	case "AttachmentMode":
+		var v string
+		v, err = d.interned()
+		s.AttachmentMode = CSIVolumeAttachmentMode(v)
+	case "State":
+		var v string
+		v, err = d.interned()
+		s.State = CSIVolumeState(v)
+	case "CurrentReaders":
+		s.CurrentReaders, err = d.int()
+	case "CurrentWriters":
+		s.CurrentWriters, err = d.int()
+	case "ControllersHealthy":
+		s.ControllersHealthy, err = d.int()
+	case "ControllersExpected":
+		s.ControllersExpected, err = d.int()
+	case "NodesHealthy":
+		s.NodesHealthy, err = d.int()
+	case "NodesExpected":
+		s.NodesExpected, err = d.int()
+	case "Claims":
+		s.Claims, err = d.int()
+	case "CreateIndex":
+		s.CreateIndex, err = d.uint()
+	case "ModifyIndex":
+		s.ModifyIndex, err = d.uint()
+	case "Schedulable":
+		s.Schedulable, err = d.bool()
+	case "ControllerRequired":
+		s.ControllerRequired, err = d.bool()
+	case "Topologies":
+		err = d.nested(&s.Topologies)
+	case "ResourceExhausted":
+		err = d.nested(&s.ResourceExhausted)
+	default:
+		for _, f := range stubFields {
+			if strings.EqualFold(f, key) {
+				return errSlowPath
+			}
+		}
+		_, err = d.value() // a field the stub does not have
+	}
+	return err
+}
+
+// str reads a string. One without escapes, control characters or invalid
+// UTF-8 is taken as it is; others are unquoted by encoding/json.
+func (d *stubDecoder) str() (string, error) {
+	if !d.byte('"') {
+		return "", errSlowPath
+	}
+	start, plain := d.i, true
+	for d.i < len(d.b) {
+		c := d.b[d.i]
+		switch {
+		case c == '"':
+			raw := d.b[start:d.i]
+			d.i++
+			if plain && utf8.Valid(raw) {
+				return string(raw), nil
+			}
+			var s string
+			if err := json.Unmarshal(d.b[start-1:d.i], &s); err != nil {
+				return "", errSlowPath
+			}
+			return s, nil
+		case c == '\\':
+			plain = false
+			d.i += 2
+			continue
+		case c < 0x20:
+			return "", errSlowPath
+		}
+		d.i++
+	}
+	return "", errSlowPath
+}
+
+// number returns the bytes of an integer: an optional minus, then 0 or a
+// digit string without leading zeros. Fractions and exponents go to the
+// slow path (encoding/json refuses them for integers, with its error).
+func (d *stubDecoder) number() ([]byte, error) {
+	start := d.i
+	d.byte('-')
+	digits := d.i
+	for d.i < len(d.b) && d.b[d.i] >= '0' && d.b[d.i] <= '9' {
+		d.i++
+	}
+	n := d.i - digits
+	if n == 0 || (n > 1 && d.b[digits] == '0') {
+		return nil, errSlowPath
+	}
+	if d.i < len(d.b) {
+		switch d.b[d.i] {
+		case '.', 'e', 'E':
+			return nil, errSlowPath
+		}
+	}
+	return d.b[start:d.i], nil
+}
+
+func (d *stubDecoder) int() (int, error) {
+	b, err := d.number()
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.ParseInt(string(b), 10, strconv.IntSize)
+	if err != nil {
+		return 0, errSlowPath
+	}
+	return int(v), nil
+}
+
+func (d *stubDecoder) uint() (uint64, error) {
+	b, err := d.number()
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.ParseUint(string(b), 10, 64)
+	if err != nil {
+		return 0, errSlowPath
+	}
+	return v, nil
+}
+
+func (d *stubDecoder) bool() (bool, error) {
+	switch {
+	case d.literal("true"):
+		return true, nil
+	case d.literal("false"):
+		return false, nil
+	}
+	return false, errSlowPath
+}
+
+// nested hands one value to encoding/json.
+func (d *stubDecoder) nested(out any) error {
+	raw, err := d.value()
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return errSlowPath
+	}
+	return nil
+}
+
+// value returns the bytes of the next value (with any whitespace after
+// it), checked to be valid JSON: it runs to the comma or bracket of the
+// enclosing object at depth 0, skipping strings whole.
+func (d *stubDecoder) value() ([]byte, error) {
+	start, depth := d.i, 0
+scan:
+	for d.i < len(d.b) {
+		switch d.b[d.i] {
+		case '"':
+			for d.i++; d.i < len(d.b) && d.b[d.i] != '"'; d.i++ {
+				if d.b[d.i] == '\\' {
+					d.i++
+				}
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				break scan
+			}
+			depth--
+		case ',':
+			if depth == 0 {
+				break scan
+			}
+		}
+		d.i++
+	}
+	if d.i > len(d.b) || depth != 0 {
+		return nil, errSlowPath
+	}
+	raw := d.b[start:d.i]
+	if !json.Valid(raw) {
+		return nil, errSlowPath
+	}
+	return raw, nil
+}
