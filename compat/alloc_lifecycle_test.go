@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +36,23 @@ func TestCompat_AllocLifecycle(t *testing.T) {
 	must.Eq(t, 7, code)
 	must.Eq(t, "got hello in web\n", stdout.String())
 	must.Eq(t, "oops\n", stderr.String())
+
+	// AllocFS: list, stat and cat, as `nomad alloc fs` calls them.
+	_, err = client.Allocations().Exec(ctx, alloc, "web", false, []string{"/bin/sh", "-c", "echo hi > local/greeting"},
+		strings.NewReader(""), io.Discard, io.Discard, nil, nil)
+	must.NoError(t, err)
+	files, _, err := client.AllocFS().List(alloc, "/web/local", nil)
+	must.NoError(t, err)
+	must.SliceContainsFunc(t, files, "greeting", func(f *nomad.AllocFileInfo, name string) bool { return f.Name == name && !f.IsDir })
+	st, _, err := client.AllocFS().Stat(alloc, "web/local/greeting", nil)
+	must.NoError(t, err)
+	must.Eq(t, int64(3), st.Size)
+	rc, err := client.AllocFS().Cat(alloc, "web/local/greeting", nil)
+	must.NoError(t, err)
+	b, err := io.ReadAll(rc)
+	rc.Close()
+	must.NoError(t, err)
+	must.Eq(t, "hi\n", string(b))
 
 	// SIGWINCH: a signal the task ignores, so it is still running for the
 	// restart below.

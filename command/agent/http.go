@@ -103,6 +103,7 @@ func (s *HTTPServer) registerHandlers() {
 	s.mux.HandleFunc("/v1/system/gc", s.wrap(s.systemGC))
 	s.mux.HandleFunc("/v1/agent/self", s.wrap(s.agentSelfRequest))
 	s.mux.HandleFunc("/v1/client/fs/logs/", s.wrap(s.clientFSLogs))
+	s.mux.HandleFunc("/v1/client/fs/", s.wrap(s.clientFSRequest))
 	s.mux.HandleFunc("/v1/client/stats", s.wrap(s.clientStats))
 	s.mux.HandleFunc("/v1/client/allocation/", s.wrap(s.clientAllocRequest))
 	s.mux.HandleFunc("/v1/operator/audit", s.wrap(s.operatorAudit))
