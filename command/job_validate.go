@@ -2,12 +2,10 @@ package command
 
 import (
 	"fmt"
-	"strconv"
 )
 
 func init() {
 	register("job validate", func(ui *UI) Command { return &JobValidateCommand{Meta: Meta{ui: ui}} })
-	register("job history", func(ui *UI) Command { return &JobHistoryCommand{Meta: Meta{ui: ui}} })
 }
 
 // JobValidateCommand checks a jobspec without registering it.
@@ -51,49 +49,6 @@ func (c *JobValidateCommand) Run(args []string) int {
 		c.ui.Output("Job Warnings:\n%s\n", resp.Warnings)
 	}
 	c.ui.Output("Job validation successful")
-	return 0
-}
-
-// JobHistoryCommand lists a job's versions.
-type JobHistoryCommand struct{ Meta }
-
-func (c *JobHistoryCommand) Synopsis() string { return "List a job's versions" }
-
-func (c *JobHistoryCommand) Help() string {
-	return `Usage: berth job history [options] <job>
-
-  Lists the versions of a job (by exact ID) the servers keep. Berth keeps
-  the version in force only: each registration that changes the spec
-  replaces it and counts up Version.
-` + sharedHelp(true)
-}
-
-func (c *JobHistoryCommand) Run(args []string) int {
-	fs := c.flagSet("job history", true)
-	if err := parseArgs(fs, args); err != nil {
-		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
-	}
-	if fs.NArg() != 1 {
-		return flagErr(c.ui, c.Help(), "This command takes one argument: the job ID.")
-	}
-	client, err := c.client()
-	if err != nil {
-		c.ui.Error("Error: %v", err)
-		return 1
-	}
-	job, _, err := client.Jobs().Info(fs.Arg(0), nil)
-	if err != nil {
-		c.ui.Error("%s", c.apiErr(fmt.Sprintf("reading job %q", fs.Arg(0)), err))
-		return 1
-	}
-	if done, err := c.formatted([]any{job}); done {
-		return c.fmtResult(err)
-	}
-	c.ui.Output("%s", kv([][2]string{
-		{"Version", strconv.FormatUint(valueOf(job.Version), 10)},
-		{"Stable", strconv.FormatBool(valueOf(job.Stable))},
-		{"Submit Date", formatUnixNano(valueOf(job.SubmitTime))},
-	}))
 	return 0
 }
 

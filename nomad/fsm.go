@@ -265,7 +265,7 @@ func (f *FSM) applyJobDeregister(buf []byte, index uint64) error {
 	if req.Purge {
 		return f.State().DeleteJob(index, ns, req.JobID, evalList(req.Eval)...)
 	}
-	return f.State().StopJobKeeping(index, ns, req.JobID, req.TrackedVersions, evalList(req.Eval)...)
+	return f.State().StopJobKeeping(index, ns, req.JobID, req.TrackedVersions, req.Timestamp, evalList(req.Eval)...)
 }
 
 func evalList(e *structs.Evaluation) []*structs.Evaluation {

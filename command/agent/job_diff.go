@@ -24,50 +24,14 @@ const (
 	diffNone    = "None"
 )
 
-// JobDiff is Nomad's api.JobDiff.
-type JobDiff struct {
-	Type       string
-	ID         string
-	Fields     []*FieldDiff
-	Objects    []*ObjectDiff
-	TaskGroups []*TaskGroupDiff
-}
-
-// TaskGroupDiff is one group's diff; Updates counts what the plan does to
-// its allocs, keyed as Nomad's CLI prints them.
-type TaskGroupDiff struct {
-	Type    string
-	Name    string
-	Fields  []*FieldDiff
-	Objects []*ObjectDiff
-	Tasks   []*TaskDiff
-	Updates map[string]uint64
-}
-
-// TaskDiff is one task's diff.
-type TaskDiff struct {
-	Type        string
-	Name        string
-	Fields      []*FieldDiff
-	Objects     []*ObjectDiff
-	Annotations []string
-}
-
-// FieldDiff is one value that changed (or not, in a contextual diff).
-type FieldDiff struct {
-	Type        string
-	Name        string
-	Old, New    string
-	Annotations []string
-}
-
-// ObjectDiff is a nested object's diff.
-type ObjectDiff struct {
-	Type    string
-	Name    string
-	Fields  []*FieldDiff
-	Objects []*ObjectDiff
-}
+// The diff types are the API's: the CLI decodes what this file builds.
+type (
+	JobDiff       = api.JobDiff
+	TaskGroupDiff = api.TaskGroupDiff
+	TaskDiff      = api.TaskDiff
+	FieldDiff     = api.FieldDiff
+	ObjectDiff    = api.ObjectDiff
+)
 
 // serverOwned are fields of a job the servers set: they are not part of
 // what a user changes, so they never show in a diff.

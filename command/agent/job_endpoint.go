@@ -21,6 +21,8 @@ import (
 //	GET        /v1/job/:id/allocations[?all=true]
 //	GET        /v1/job/:id/evaluations
 //	PUT|POST   /v1/job/:id/plan {"Job": {...}}   dry run
+//	GET        /v1/job/:id/versions[?diffs=true]   kept versions, newest first
+//	PUT|POST   /v1/job/:id/revert {"JobVersion": n}
 
 // jobRegisterReply is Nomad's reply to a job registration.
 type jobRegisterReply struct {
@@ -228,6 +230,8 @@ func (s *HTTPServer) jobRequest(w http.ResponseWriter, r *http.Request) (any, er
 		return s.jobSummary(w, r, strings.TrimSuffix(rest, "/summary"))
 	case strings.HasSuffix(rest, "/versions"):
 		return s.jobVersions(w, r, strings.TrimSuffix(rest, "/versions"))
+	case strings.HasSuffix(rest, "/revert"):
+		return s.jobRevert(w, r, strings.TrimSuffix(rest, "/revert"))
 	case strings.HasSuffix(rest, "/deployments"):
 		return s.jobDeployments(w, r, strings.TrimSuffix(rest, "/deployments"))
 	case rest == "" || strings.Contains(rest, "/"):
@@ -341,20 +345,78 @@ type jobVersionsReply struct {
 	Index    uint64
 }
 
-// jobVersions lists the job's versions. Berth keeps only the version in
-// force (a new registration replaces the spec; Version counts them), so
-// the list has that one version and no diffs.
+// jobVersions lists the versions the servers keep of a job (exact ID),
+// newest first. With ?diffs=true, Diffs[i] is the change from Versions[i+1]
+// to Versions[i], as Nomad's; the diffs are of the API form of both, like
+// a plan's, so defaults filled at registration never show as changes.
 func (s *HTTPServer) jobVersions(w http.ResponseWriter, r *http.Request, id string) (any, error) {
 	if r.Method != http.MethodGet {
 		return nil, methodNotAllowed(r)
 	}
-	job, err := s.jobGet(w, r, id)
-	if err != nil {
+	q := r.URL.Query()
+	diffs := false
+	if v := q.Get("diffs"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, CodedError(http.StatusBadRequest, "invalid diffs "+strconv.Quote(v)+": want true or false")
+		}
+		diffs = b
+	}
+	for _, k := range []string{"diff_version", "diff_tag"} {
+		if q.Get(k) != "" {
+			return nil, CodedError(http.StatusBadRequest, k+" is not supported: Berth diffs each version against the one before it (diffs=true); compare two versions with 'berth job history -p'")
+		}
+	}
+	args := structs.JobVersionsRequest{JobID: id}
+	if err := parseQuery(r, &args.QueryOptions); err != nil {
 		return nil, err
 	}
-	out := jobVersionsReply{Versions: []*api.Job{job.(*api.Job)}, Diffs: []*JobDiff{}}
-	out.Index = deref(out.Versions[0].ModifyIndex)
+	var reply structs.JobVersionsResponse
+	if err := s.agent.RPC(structs.MethodJobGetJobVersions, &args, &reply); err != nil {
+		return nil, err
+	}
+	setMeta(w, &reply.QueryMeta)
+	if len(reply.Versions) == 0 {
+		return nil, CodedError(http.StatusNotFound, "job versions not found")
+	}
+	region := s.agent.config.Region
+	out := jobVersionsReply{Versions: make([]*api.Job, len(reply.Versions)), Index: reply.Index}
+	for i, v := range reply.Versions {
+		out.Versions[i] = jobToAPI(v, region)
+	}
+	if diffs {
+		out.Diffs = make([]*JobDiff, 0, len(out.Versions))
+		for i := 0; i+1 < len(out.Versions); i++ {
+			out.Diffs = append(out.Diffs, diffJobs(out.Versions[i+1], out.Versions[i], nil))
+		}
+	}
 	return out, nil
+}
+
+// jobRevert is PUT /v1/job/:id/revert: register again a kept version's
+// spec. The body's JobID, when set, must be the path's.
+func (s *HTTPServer) jobRevert(w http.ResponseWriter, r *http.Request, id string) (any, error) {
+	if r.Method != http.MethodPut && r.Method != http.MethodPost {
+		return nil, methodNotAllowed(r)
+	}
+	var body api.JobRevertRequest
+	if err := decodeBody(r, &body); err != nil {
+		return nil, err
+	}
+	if body.JobID != "" && body.JobID != id {
+		return nil, CodedError(http.StatusBadRequest, "job ID "+strconv.Quote(body.JobID)+" in the body does not match "+strconv.Quote(id)+" in the path")
+	}
+	args := structs.JobRevertRequest{JobID: id, JobVersion: body.JobVersion, EnforcePriorVersion: body.EnforcePriorVersion}
+	parseWrite(r, &args.WriteRequest)
+	var reply structs.JobRegisterResponse
+	if err := s.agent.RPC(structs.MethodJobRevert, &args, &reply); err != nil {
+		return nil, err
+	}
+	setIndex(w, reply.Index)
+	return jobRegisterReply{
+		EvalID: reply.EvalID, EvalCreateIndex: reply.EvalCreateIndex, JobModifyIndex: reply.JobModifyIndex,
+		Warnings: reply.Warnings, Index: reply.Index,
+	}, nil
 }
 
 // jobDeployments is GET /v1/job/:id/deployments: always empty, as Berth

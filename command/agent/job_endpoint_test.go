@@ -202,3 +202,77 @@ func TestHTTP_JobPlan(t *testing.T) {
 	resp, _ = do(t, a, http.MethodGet, "/v1/job/db/plan", nil)
 	must.Eq(t, http.StatusMethodNotAllowed, resp.StatusCode)
 }
+
+// TestHTTP_JobVersionsAndRevert: /versions lists the kept versions newest
+// first, ?diffs=true adds the change from each to the next, and /revert
+// registers an old spec again as a new version.
+func TestHTTP_JobVersionsAndRevert(t *testing.T) {
+	a := newDevAgent(t)
+	decode[jobRegisterReply](t, a, http.MethodPut, "/v1/jobs", api.JobRegisterRequest{Job: sparseJob("db")})
+	bigger := sparseJob("db")
+	bigger.TaskGroups[0].Volumes["data"].AccessMode = "multi-node-multi-writer"
+	bigger.TaskGroups[0].Count = ptr(3)
+	decode[jobRegisterReply](t, a, http.MethodPut, "/v1/jobs", api.JobRegisterRequest{Job: bigger})
+
+	plain, resp := decode[api.JobVersionsResponse](t, a, http.MethodGet, "/v1/job/db/versions", nil)
+	must.SliceLen(t, 2, plain.Versions)
+	must.Eq(t, 1, *plain.Versions[0].Version)
+	must.Eq(t, 0, *plain.Versions[1].Version)
+	must.Nil(t, plain.Diffs)
+	must.Positive(t, index(t, resp))
+
+	withDiffs, _ := decode[api.JobVersionsResponse](t, a, http.MethodGet, "/v1/job/db/versions?diffs=true", nil)
+	must.SliceLen(t, 1, withDiffs.Diffs)
+	d := withDiffs.Diffs[0]
+	must.Eq(t, api.DiffTypeEdited, d.Type)
+	must.Eq(t, "db", d.ID)
+	must.SliceLen(t, 1, d.TaskGroups)
+	var count *api.FieldDiff
+	for _, f := range d.TaskGroups[0].Fields {
+		if f.Name == "Count" {
+			count = f
+		}
+	}
+	must.NotNil(t, count)
+	must.Eq(t, api.FieldDiff{Type: api.DiffTypeEdited, Name: "Count", Old: "1", New: "3"}, *count)
+	// The job's own fields are shown for context, unchanged; the ones the
+	// servers set (Version, SubmitTime, indexes) are not shown at all.
+	for _, f := range d.Fields {
+		must.Eq(t, api.DiffTypeNone, f.Type, must.Sprint(f.Name))
+		must.SliceNotContains(t, []string{"Version", "SubmitTime", "JobModifyIndex", "Status"}, f.Name)
+	}
+
+	rev, resp := decode[jobRegisterReply](t, a, http.MethodPut, "/v1/job/db/revert", api.JobRevertRequest{JobID: "db", JobVersion: 0})
+	must.NotEq(t, "", rev.EvalID)
+	must.Eq(t, rev.Index, index(t, resp))
+	job, _ := decode[api.Job](t, a, http.MethodGet, "/v1/job/db", nil)
+	must.Eq(t, 2, *job.Version)
+	must.Eq(t, 1, *job.TaskGroups[0].Count)
+
+	prior := uint64(1)
+	cases := []struct {
+		name, method, path string
+		body               any
+		code               int
+		want               string
+	}{
+		{"unknown job", "GET", "/v1/job/nope/versions", nil, 404, "job versions not found"},
+		{"a prefix names nothing", "GET", "/v1/job/d/versions", nil, 404, "job versions not found"},
+		{"bad diffs", "GET", "/v1/job/db/versions?diffs=maybe", nil, 400, "invalid diffs"},
+		{"diff_version", "GET", "/v1/job/db/versions?diff_version=0", nil, 400, "diff_version is not supported"},
+		{"versions method", "PUT", "/v1/job/db/versions", nil, 405, "not allowed"},
+		{"revert method", "GET", "/v1/job/db/revert", nil, 405, "not allowed"},
+		{"revert to current", "PUT", "/v1/job/db/revert", api.JobRevertRequest{JobVersion: 2}, 400, "already at version 2"},
+		{"revert to unknown", "PUT", "/v1/job/db/revert", api.JobRevertRequest{JobVersion: 9}, 404, "no version 9 kept"},
+		{"revert enforce prior", "PUT", "/v1/job/db/revert", api.JobRevertRequest{JobVersion: 0, EnforcePriorVersion: &prior}, 409, "at version 2, not 1"},
+		{"revert body and path disagree", "PUT", "/v1/job/db/revert", api.JobRevertRequest{JobID: "other"}, 400, "does not match"},
+		{"revert unknown job", "PUT", "/v1/job/nope/revert", api.JobRevertRequest{}, 404, `job "nope" not found`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := do(t, a, tc.method, tc.path, tc.body)
+			must.Eq(t, tc.code, resp.StatusCode, must.Sprint(body))
+			must.StrContains(t, body, tc.want)
+		})
+	}
+}

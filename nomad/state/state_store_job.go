@@ -71,11 +71,13 @@ func (s *StateStore) RegisterJob(index uint64, job *structs.Job, keep int, evals
 // with Stop set, with the evals it creates. It keeps the default number of
 // versions; StopJobKeeping takes it.
 func (s *StateStore) StopJob(index uint64, ns, id string, evals ...*structs.Evaluation) error {
-	return s.StopJobKeeping(index, ns, id, 0, evals...)
+	return s.StopJobKeeping(index, ns, id, 0, 0, evals...)
 }
 
-// StopJobKeeping is StopJob keeping the newest keep versions of the job.
-func (s *StateStore) StopJobKeeping(index uint64, ns, id string, keep int, evals ...*structs.Evaluation) error {
+// StopJobKeeping is StopJob keeping the newest keep versions of the job;
+// the stopped version's SubmitTime is at (0: unchanged), when the stop
+// was asked for.
+func (s *StateStore) StopJobKeeping(index uint64, ns, id string, keep int, at int64, evals ...*structs.Evaluation) error {
 	txn := s.writeTxn(index)
 	defer txn.Abort()
 	existing, err := jobTxn(txn, ns, id)
@@ -87,6 +89,9 @@ func (s *StateStore) StopJobKeeping(index uint64, ns, id string, keep int, evals
 	}
 	j := existing.Copy()
 	j.Stop = true
+	if at != 0 && jobSpecChanged(existing, j) {
+		j.SubmitTime = at
+	}
 	if err := upsertJobTxn(txn, j, keep); err != nil {
 		return err
 	}

@@ -96,11 +96,17 @@ func TestJobVersions_Bounded(t *testing.T) {
 	must.Eq(t, []uint64{10, 9}, versionsOf(t, s, "default", "web"))
 
 	// A stop is a version too.
-	must.NoError(t, s.StopJobKeeping(12, "default", "web", 2))
+	must.NoError(t, s.StopJobKeeping(12, "default", "web", 2, 5000))
 	must.Eq(t, []uint64{11, 10}, versionsOf(t, s, "default", "web"))
 	v, err := s.JobByIDAndVersion(nil, "default", "web", 11)
 	must.NoError(t, err)
 	must.True(t, v.Stop)
+	must.Eq(t, 5000, v.SubmitTime, must.Sprint("a stop is submitted when it is asked for"))
+	// Stopping a stopped job again is no new version and keeps its date.
+	must.NoError(t, s.StopJobKeeping(13, "default", "web", 2, 6000))
+	v, err = s.JobByIDAndVersion(nil, "default", "web", 11)
+	must.NoError(t, err)
+	must.Eq(t, 5000, v.SubmitTime)
 }
 
 func TestJobVersions_PurgeRemovesThem(t *testing.T) {
