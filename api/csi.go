@@ -571,6 +571,20 @@ type CSIInfo struct {
 	RequiresTopologies       bool
 	ControllerInfo           *CSIControllerInfo `json:",omitempty"`
 	NodeInfo                 *CSINodeInfo       `json:",omitempty"`
+	// Capacity is what a controller's GetCapacity said at its last
+	// fingerprint (Berth only; controllers with GET_CAPACITY).
+	Capacity *CSICapacity `json:",omitempty"`
+}
+
+// CSICapacity is a controller's GetCapacity answer in bytes, 0 where the
+// plugin did not say; Topology is the one asked about, null for the
+// plugin's total (Berth only).
+type CSICapacity struct {
+	AvailableBytes    int64
+	MaximumVolumeSize int64
+	MinimumVolumeSize int64
+	Topology          *CSITopology `json:",omitempty"`
+	Error             string       `json:",omitempty"`
 }
 
 // CSIControllerInfo is what a controller's ControllerGetCapabilities said.

@@ -133,6 +133,11 @@ func (c *PluginStatusCommand) formatPlugin(p *api.CSIPlugin) string {
 		b.WriteString(table(rows))
 	}
 
+	if rows := capacityRows(p.Controllers, c.verbose); len(rows) > 1 {
+		b.WriteString("\n\nCapacity\n")
+		b.WriteString(table(rows))
+	}
+
 	if c.verbose {
 		if caps := controllerCaps(p.Controllers); caps != "" {
 			b.WriteString("\n\nController Capabilities\n" + caps)
@@ -149,6 +154,40 @@ func (c *PluginStatusCommand) formatPlugin(p *api.CSIPlugin) string {
 		b.WriteString(allocTable(p.Allocations, c.verbose))
 	}
 	return b.String()
+}
+
+// capacityRows is what each controller's GetCapacity said (controllers
+// with GET_CAPACITY), with the topology it was asked about; just the
+// header when no controller said anything.
+func capacityRows(m map[string]*api.CSIInfo, verbose bool) [][]string {
+	rows := [][]string{{"Node ID", "Topology", "Available", "Max Volume", "Min Volume"}}
+	for _, node := range sortedKeys(m) {
+		info := m[node]
+		if info == nil || info.Capacity == nil {
+			continue
+		}
+		cp := info.Capacity
+		topo := "(all)"
+		if cp.Topology != nil {
+			topo = segments(cp.Topology.Segments)
+		}
+		if cp.Error != "" {
+			rows = append(rows, []string{shortID(node, verbose), topo, oneLine(cp.Error), "", ""})
+			continue
+		}
+		orUnknown := func(n int64) string {
+			if n == 0 {
+				return "-"
+			}
+			return humanBytes(n)
+		}
+		avail := "0 B" // a full provider, not an unknown
+		if cp.AvailableBytes > 0 {
+			avail = humanBytes(cp.AvailableBytes)
+		}
+		rows = append(rows, []string{shortID(node, verbose), topo, avail, orUnknown(cp.MaximumVolumeSize), orUnknown(cp.MinimumVolumeSize)})
+	}
+	return rows
 }
 
 // controllerCaps lists what any controller instance supports.

@@ -27,6 +27,7 @@ func TestPluginStatus(t *testing.T) {
 				"Instances", "Node ID   Type        Alloc ID  Healthy  Updated", "Description",
 				"9a0b7777  controller  c0ffee00  true", "healthy",
 				"9a0b1c2d  node        5e6f7a8b  false", "plugins unavailable: not root",
+				"Capacity", "Node ID   Topology  Available  Max Volume  Min Volume", "9a0b7777  rack=r1   3 GiB      1 GiB       -",
 				"Allocations", "5e6f7a8b"}},
 		{name: "verbose adds capabilities", args: []string{"plugin", "status", "-verbose", "hostpath"},
 			out: []string{nodeA, "Controller Capabilities", "CREATE_DELETE_VOLUME", "Node Capabilities", "STAGE_UNSTAGE_VOLUME"}},

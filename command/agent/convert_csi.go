@@ -297,5 +297,11 @@ func csiInfoToAPI(c *structs.CSIInfo) *api.CSIInfo {
 			SupportsExpand: ni.SupportsExpand, SupportsCondition: ni.SupportsCondition,
 		}
 	}
+	if cp := c.Capacity; cp != nil {
+		out.Capacity = &api.CSICapacity{
+			AvailableBytes: cp.AvailableBytes, MaximumVolumeSize: cp.MaximumVolumeSize, MinimumVolumeSize: cp.MinimumVolumeSize,
+			Topology: topologyToAPI(cp.Topology), Error: cp.Error,
+		}
+	}
 	return out
 }

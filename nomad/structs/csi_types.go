@@ -247,6 +247,34 @@ type CSIInfo struct {
 
 	ControllerInfo *CSIControllerInfo
 	NodeInfo       *CSINodeInfo
+
+	// Capacity is what the controller's GetCapacity said at the last
+	// fingerprint, for controllers with GET_CAPACITY (nil otherwise).
+	Capacity *CSICapacity
+}
+
+// CSICapacity is a controller's GetCapacity answer, in bytes (0: the
+// plugin did not say). Topology is the one it was asked about: the
+// accessible topology of the same plugin's node instance on the
+// controller's node, nil when there is none (the plugin's total).
+type CSICapacity struct {
+	AvailableBytes    int64
+	MaximumVolumeSize int64
+	MinimumVolumeSize int64
+	Topology          *CSITopology
+	// Error is why the call failed ("" when it did not); it does not make
+	// the controller unhealthy.
+	Error string
+}
+
+// Copy returns a deep copy.
+func (c *CSICapacity) Copy() *CSICapacity {
+	if c == nil {
+		return nil
+	}
+	out := *c
+	out.Topology = c.Topology.Copy()
+	return &out
 }
 
 // Copy returns a deep copy.
@@ -260,6 +288,7 @@ func (c *CSIInfo) Copy() *CSIInfo {
 		out.ControllerInfo = &ci
 	}
 	out.NodeInfo = c.NodeInfo.Copy()
+	out.Capacity = c.Capacity.Copy()
 	return &out
 }
 

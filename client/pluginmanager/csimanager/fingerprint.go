@@ -32,6 +32,11 @@ type probeResult struct {
 	// Controller plugins.
 	ControllerCaps    *structs.CSIControllerInfo
 	ControllerCapsErr error
+	// Capacity is GetCapacity's answer (controllers with GET_CAPACITY),
+	// asked about CapacityTopology.
+	Capacity         *csi.ControllerGetCapacityResponse
+	CapacityErr      error
+	CapacityTopology *structs.CSITopology
 }
 
 // buildInfo turns a fingerprint pass into the node's CSIInfo for one
@@ -83,6 +88,15 @@ func buildInfo(typ string, p *dynamicplugins.PluginInfo, r *probeResult, now int
 			problem = fmt.Errorf("ControllerGetCapabilities failed: %s", plainErr(orUnknown(r.ControllerCapsErr)))
 		}
 		info.ControllerInfo = ci
+		switch {
+		case r.Capacity != nil:
+			info.Capacity = &structs.CSICapacity{
+				AvailableBytes: r.Capacity.AvailableCapacity, MaximumVolumeSize: r.Capacity.MaximumVolumeSize,
+				MinimumVolumeSize: r.Capacity.MinimumVolumeSize, Topology: r.CapacityTopology.Copy(),
+			}
+		case r.CapacityErr != nil:
+			info.Capacity = &structs.CSICapacity{Topology: r.CapacityTopology.Copy(), Error: "GetCapacity failed: " + plainErr(r.CapacityErr)}
+		}
 	}
 	switch {
 	case r.ProbeErr != nil:

@@ -100,6 +100,10 @@ func (i *instance) fingerprint(ctx context.Context, cache *fingerprintCache) *pr
 		r.NodeCaps, r.NodeCapsErr = i.client.NodeGetCapabilities(ctx)
 	case dynamicplugins.PluginTypeCSIController:
 		r.ControllerCaps, r.ControllerCapsErr = i.client.ControllerGetCapabilities(ctx)
+		if r.ControllerCaps != nil && r.ControllerCaps.SupportsGetCapacity {
+			r.CapacityTopology = i.m.nodeTopology(i.plugin.Name)
+			r.Capacity, r.CapacityErr = i.client.ControllerGetCapacity(ctx, &csi.ControllerGetCapacityRequest{AccessibleTopology: r.CapacityTopology})
+		}
 	}
 	return r
 }
@@ -129,6 +133,22 @@ func (i *instance) publish(info *structs.CSIInfo, r *probeResult) {
 	if ready {
 		i.m.notify()
 	}
+}
+
+// nodeTopology is the accessible topology of plugin's node instance on
+// this client, nil when it has none or there is no such instance: the
+// topology a controller's GetCapacity is asked about.
+func (m *Manager) nodeTopology(plugin string) *structs.CSITopology {
+	m.lock.Lock()
+	node := m.instances[instanceKey{dynamicplugins.PluginTypeCSINode, plugin}]
+	m.lock.Unlock()
+	if node == nil {
+		return nil
+	}
+	if info := node.lastInfo(); info != nil && info.NodeInfo != nil {
+		return info.NodeInfo.AccessibleTopology
+	}
+	return nil
 }
 
 // volumeManager returns the instance's VolumeManager, or nil while it

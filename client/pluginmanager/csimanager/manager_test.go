@@ -245,3 +245,32 @@ func TestManager_ReplacesInstanceWhenANewAllocRegisters(t *testing.T) {
 		must.NotNil(t, u.info, must.Sprint("a replaced plugin is never removed from the node"))
 	}
 }
+
+// A controller with GET_CAPACITY reports GetCapacity's answer in its
+// fingerprint, asked about the topology of the same plugin's node
+// instance here; a failing GetCapacity is said, and the controller stays
+// healthy.
+func TestManager_ControllerFingerprintCarriesCapacity(t *testing.T) {
+	sock := socketPath(t)
+	p := fake.Start(t, sock)
+	p.Configure(func(s *fake.Settings) { s.Topology = map[string]string{"zone": "a"} })
+	h := newManagerHarness(t, state.NewMemDB(), t.TempDir(), func(c *Config) { c.FingerprintInterval = 10 * time.Millisecond })
+	h.register("fakeplug", dynamicplugins.PluginTypeCSINode, sock, "a1")
+	h.register("fakeplug", dynamicplugins.PluginTypeCSIController, sock, "a1")
+	up := h.updates.waitFor(t, "a controller fingerprint with capacity for zone a", func(u nodeUpdate) bool {
+		return u.typ == dynamicplugins.PluginTypeCSIController && u.info != nil && u.info.Capacity != nil &&
+			u.info.Capacity.Topology != nil && u.info.Capacity.Topology.Segments["zone"] == "a"
+	})
+	must.True(t, up.info.Healthy)
+	must.Eq(t, int64(1<<40), up.info.Capacity.AvailableBytes)
+	must.Eq(t, "", up.info.Capacity.Error)
+	req := p.LastRequest("GetCapacity").(*csipb.GetCapacityRequest)
+	must.Eq(t, map[string]string{"zone": "a"}, req.GetAccessibleTopology().GetSegments())
+
+	p.NextErr("GetCapacity", codes.Internal, codes.Internal, codes.Internal, codes.Internal, codes.Internal, codes.Internal)
+	up = h.updates.waitFor(t, "a fingerprint saying GetCapacity failed", func(u nodeUpdate) bool {
+		return u.typ == dynamicplugins.PluginTypeCSIController && u.info != nil && u.info.Capacity != nil && u.info.Capacity.Error != ""
+	})
+	must.StrContains(t, up.info.Capacity.Error, "GetCapacity failed: Internal")
+	must.True(t, up.info.Healthy)
+}
