@@ -10,8 +10,55 @@ import (
 	"github.com/berth-io/berth/nomad/structs"
 )
 
-// csiClaims checks, for alloc allocID (index idx of group tg) on node,
-// every CSI volume the group asks for, in volume-name order:
+// csiAsk is one CSI volume request of a placement, resolved once per
+// placement (not per node): the proposed volume, or why no node can take
+// it whatever the node.
+type csiAsk struct {
+	req    *structs.VolumeRequest
+	source string
+	vol    *structs.CSIVolume
+	// why is set when the volume rules out every node: missing, wrong
+	// capability, not ready, or its plugin's controller is down.
+	why string
+}
+
+// csiAsks resolves the CSI volumes alloc index idx of tg asks for, in
+// volume-name order, with checks 1–3 of csiNodeReason: those depend on
+// the volume alone, so they run once per placement, not once per node.
+func (p *placer) csiAsks(tg *structs.TaskGroup, idx int) ([]csiAsk, error) {
+	if len(tg.Volumes) == 0 {
+		return nil, nil
+	}
+	var asks []csiAsk
+	for _, name := range slices.Sorted(maps.Keys(tg.Volumes)) {
+		req := tg.Volumes[name]
+		if req.Type != structs.VolumeTypeCSI {
+			continue
+		}
+		a := csiAsk{req: req, source: req.SourceFor(idx)}
+		vol, err := p.volume(p.job.Namespace, a.source)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case vol == nil:
+			a.why = fmt.Sprintf("volume %q: not found in namespace %q", a.source, p.job.Namespace)
+		case len(vol.RequestedCapabilities) > 0 && !vol.HasCapability(req.AccessMode, req.AttachmentMode):
+			a.why = fmt.Sprintf("volume %q: does not support access mode %s with attachment mode %s",
+				a.source, req.AccessMode, req.AttachmentMode)
+		default:
+			if a.why, err = p.volumeUnusable(vol); err != nil {
+				return nil, err
+			}
+		}
+		a.vol = vol
+		asks = append(asks, a)
+	}
+	return asks, nil
+}
+
+// csiNodeReason checks, for alloc allocID on node, every CSI volume of
+// asks (from csiAsks), in order:
 //
 //  1. the volume exists (per_alloc sources resolve to "source[idx]");
 //  2. it supports the requested access and attachment mode;
@@ -27,96 +74,122 @@ import (
 //  7. the claim is free: CSIVolume.ClaimConflict over the stored claims
 //     plus those this plan already reserved.
 //
-// It returns the claims to reserve with the placement, or why the node
-// cannot take it. Every reason starts with the volume's ID, and a claim
-// conflict names the alloc and node that hold the volume and the claim's
-// step, e.g. `volume "db[0]": single-node-writer already claimed by alloc
-// 1a2b3c4d on node 5e6f7a8b (releasing: controller unpublish pending)`.
-func (p *placer) csiClaims(node *structs.Node, tg *structs.TaskGroup, idx int, allocID string) ([]*structs.CSIVolumeClaimUpdate, string, error) {
-	if len(tg.Volumes) == 0 {
-		return nil, "", nil
-	}
-	var claims []*structs.CSIVolumeClaimUpdate
-	for _, name := range slices.Sorted(maps.Keys(tg.Volumes)) {
-		req := tg.Volumes[name]
-		if req.Type != structs.VolumeTypeCSI {
-			continue
+// It returns why the node cannot take the placement, or "". Every reason
+// starts with the volume's ID, and a claim conflict names the alloc and
+// node that hold the volume and the claim's step, e.g. `volume "db[0]":
+// single-node-writer already claimed by alloc 1a2b3c4d on node 5e6f7a8b
+// (releasing: controller unpublish pending)`. Checks 4 and 6 are
+// csiNodeServes; checks 5 and 7 change as the plan grows.
+func (p *placer) csiNodeReason(node *structs.Node, asks []csiAsk, allocID string) (string, error) {
+	for _, a := range asks {
+		if a.why != "" {
+			return a.why, nil
 		}
-		source := req.SourceFor(idx)
-		vol, err := p.volume(p.job.Namespace, source)
-		if err != nil {
-			return nil, "", err
-		}
-		if vol == nil {
-			return nil, fmt.Sprintf("volume %q: not found in namespace %q", source, p.job.Namespace), nil
-		}
-		if len(vol.RequestedCapabilities) > 0 && !vol.HasCapability(req.AccessMode, req.AttachmentMode) {
-			return nil, fmt.Sprintf("volume %q: does not support access mode %s with attachment mode %s",
-				source, req.AccessMode, req.AttachmentMode), nil
-		}
-		if why, err := p.volumeUnusable(vol); err != nil || why != "" {
-			return nil, why, err
-		}
-		plug := node.CSINodePlugins[vol.PluginID]
-		switch {
-		case plug == nil:
-			return nil, fmt.Sprintf("volume %q: CSI plugin %q is not running on the node", source, vol.PluginID), nil
-		case !plug.Healthy:
-			return nil, fmt.Sprintf("volume %q: CSI plugin %q is unhealthy on the node", source, vol.PluginID), nil
-		case req.AccessMode.NeedsSingleNodeMultiWriter() && (plug.NodeInfo == nil || !plug.NodeInfo.SupportsSingleNodeMultiWriter):
-			return nil, fmt.Sprintf("volume %q: CSI plugin %q on the node does not support access mode %s "+
-				"(it lacks the SINGLE_NODE_MULTI_WRITER capability); use single-node-writer", source, vol.PluginID, req.AccessMode), nil
+		vol := a.vol
+		plug, why := serves(node, a)
+		if why != "" {
+			return why, nil
 		}
 		key := volKey{vol.Namespace, vol.ID}
 		if max := maxVolumes(plug); max > 0 {
 			on, err := p.nodeVolumes(node.ID)
 			if err != nil {
-				return nil, "", err
+				return "", err
 			}
 			if held := on[vol.PluginID]; !held[key] && int64(len(held)) >= max {
-				return nil, fmt.Sprintf("volume %q: CSI plugin %q already has its maximum of %d volumes on the node",
-					source, vol.PluginID, max), nil
+				return fmt.Sprintf("volume %q: CSI plugin %q already has its maximum of %d volumes on the node",
+					a.source, vol.PluginID, max), nil
 			}
 		}
-		if len(vol.Topologies) > 0 {
-			var topo *structs.CSITopology
-			if plug.NodeInfo != nil {
-				topo = plug.NodeInfo.AccessibleTopology
-			}
-			// The volume is reachable from the node if one of its
-			// topologies is within the node's (CSI: a volume's accessible
-			// topology is a set of segments every node in it carries).
-			ok := slices.ContainsFunc(vol.Topologies, func(vt *structs.CSITopology) bool { return vt.AccessibleFrom(topo) })
-			if !ok {
-				// The reason names topologies, not the node, so that
-				// identical nodes count under one reason.
-				var want []string
-				for _, vt := range vol.Topologies {
-					want = append(want, vt.String())
-				}
-				return nil, fmt.Sprintf("volume %q: the node's topology %s is not one of the volume's (%s)",
-					source, topo.String(), strings.Join(want, " or ")), nil
-			}
+		if why := topologyReason(plug, a); why != "" {
+			return why, nil
 		}
-		if cerr := vol.ClaimConflict(allocID, node.ID, req.ClaimMode(), req.AccessMode); cerr != nil {
-			return nil, cerr.Msg, nil
+		if cerr := vol.ClaimConflict(allocID, node.ID, a.req.ClaimMode(), a.req.AccessMode); cerr != nil {
+			return cerr.Msg, nil
 		}
+	}
+	return "", nil
+}
+
+// csiNodeServes reports whether node can ever serve asks in this plan:
+// the volumes' plugins run healthy there, with the capability the access
+// mode needs, and the node is within each volume's topology (checks 4 and
+// 6 of csiNodeReason, which depend on the node and the volume's plugin
+// and topology only). asks must have no why.
+func csiNodeServes(node *structs.Node, asks []csiAsk) bool {
+	for _, a := range asks {
+		plug, why := serves(node, a)
+		if why != "" || topologyReason(plug, a) != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// serves returns the node's instance of a's plugin, or why it cannot
+// serve a.
+func serves(node *structs.Node, a csiAsk) (*structs.CSIInfo, string) {
+	plug := node.CSINodePlugins[a.vol.PluginID]
+	switch {
+	case plug == nil:
+		return nil, fmt.Sprintf("volume %q: CSI plugin %q is not running on the node", a.source, a.vol.PluginID)
+	case !plug.Healthy:
+		return nil, fmt.Sprintf("volume %q: CSI plugin %q is unhealthy on the node", a.source, a.vol.PluginID)
+	case a.req.AccessMode.NeedsSingleNodeMultiWriter() && (plug.NodeInfo == nil || !plug.NodeInfo.SupportsSingleNodeMultiWriter):
+		return nil, fmt.Sprintf("volume %q: CSI plugin %q on the node does not support access mode %s "+
+			"(it lacks the SINGLE_NODE_MULTI_WRITER capability); use single-node-writer", a.source, a.vol.PluginID, a.req.AccessMode)
+	}
+	return plug, ""
+}
+
+// topologyReason says why the node whose plugin instance is plug is
+// outside every topology of a's volume, or "".
+func topologyReason(plug *structs.CSIInfo, a csiAsk) string {
+	vol := a.vol
+	if len(vol.Topologies) == 0 {
+		return ""
+	}
+	var topo *structs.CSITopology
+	if plug.NodeInfo != nil {
+		topo = plug.NodeInfo.AccessibleTopology
+	}
+	// The volume is reachable from the node if one of its topologies is
+	// within the node's (CSI: a volume's accessible topology is a set of
+	// segments every node in it carries).
+	if slices.ContainsFunc(vol.Topologies, func(vt *structs.CSITopology) bool { return vt.AccessibleFrom(topo) }) {
+		return ""
+	}
+	// The reason names topologies, not the node, so that identical nodes
+	// count under one reason.
+	var want []string
+	for _, vt := range vol.Topologies {
+		want = append(want, vt.String())
+	}
+	return fmt.Sprintf("volume %q: the node's topology %s is not one of the volume's (%s)",
+		a.source, topo.String(), strings.Join(want, " or "))
+}
+
+// csiClaimUpdates are the claims alloc allocID on nodeID reserves for
+// asks, which csiNodeReason found free there.
+func (p *placer) csiClaimUpdates(nodeID string, asks []csiAsk, allocID string) []*structs.CSIVolumeClaimUpdate {
+	var claims []*structs.CSIVolumeClaimUpdate
+	for _, a := range asks {
 		claims = append(claims, &structs.CSIVolumeClaimUpdate{
-			Namespace: vol.Namespace,
-			VolumeID:  vol.ID,
+			Namespace: a.vol.Namespace,
+			VolumeID:  a.vol.ID,
 			Claim: &structs.CSIVolumeClaim{
 				AllocID:        allocID,
 				JobID:          p.job.ID,
-				NodeID:         node.ID,
-				Mode:           req.ClaimMode(),
-				AccessMode:     req.AccessMode,
-				AttachmentMode: req.AttachmentMode,
-				ReadOnly:       req.ReadOnly,
+				NodeID:         nodeID,
+				Mode:           a.req.ClaimMode(),
+				AccessMode:     a.req.AccessMode,
+				AttachmentMode: a.req.AttachmentMode,
+				ReadOnly:       a.req.ReadOnly,
 				Step:           structs.CSIClaimReserved,
 			},
 		})
 	}
-	return claims, "", nil
+	return claims
 }
 
 // volumeUnusable says why no node can claim vol now, whatever the node:
@@ -126,9 +199,13 @@ func (p *placer) volumeUnusable(vol *structs.CSIVolume) (string, error) {
 	if vol.State != "" && vol.State != structs.CSIVolumeStateReady {
 		return fmt.Sprintf("volume %q: is %s, not ready for claims", vol.ID, vol.State), nil
 	}
-	plugin, err := p.st.CSIPluginByID(nil, vol.PluginID)
-	if err != nil {
-		return "", fmt.Errorf("reading CSI plugin %q: %w", vol.PluginID, err)
+	plugin, ok := p.plugins[vol.PluginID]
+	if !ok {
+		var err error
+		if plugin, err = p.st.CSIPluginByID(nil, vol.PluginID); err != nil {
+			return "", fmt.Errorf("reading CSI plugin %q: %w", vol.PluginID, err)
+		}
+		p.plugins[vol.PluginID] = plugin
 	}
 	if claims.ControllerNeeded(plugin) && plugin.ControllersHealthy == 0 {
 		return fmt.Sprintf("volume %q: CSI plugin %q attaches volumes through its controller, and none of its %d controller instances is healthy; "+

@@ -18,6 +18,7 @@ func (s *Scheduler) computeGeneric(st State, eval *structs.Evaluation) (*outcome
 	now := s.now()
 	p := newPlacer(st, eval, job, nodes, s.newID)
 	p.now = s.now
+	p.scanAll = s.scanAll
 	r, err := reconcile(reconcileInput{
 		job: job, allocs: allocs, nodes: nodes, now: now, evalID: eval.ID, inPlace: p.fitsInPlace,
 		followUpDue: eval.WaitUntil != 0 && now.UnixNano() >= eval.WaitUntil,

@@ -42,6 +42,13 @@ type placer struct {
 	vols     map[volKey]*structs.CSIVolume         // proposed volumes (nil: not found)
 	ownVols  map[volKey]bool                       // vols entries that are this plan's copies
 	nodeVols map[string]map[string]map[volKey]bool // node → plugin → volumes with a claim there
+	plugins  map[string]*structs.CSIPlugin         // read once per eval (nil: none)
+
+	// rankings order, per group and CSI shape, the candidates that may
+	// take the group's allocs (see ranking); scanAll turns them off, so
+	// that every placement checks every candidate.
+	rankings map[string]*ranking
+	scanAll  bool
 }
 
 type volKey struct{ ns, id string }
@@ -68,6 +75,7 @@ func newPlacer(st State, eval *structs.Evaluation, job *structs.Job, nodes map[s
 		placed:  map[string][]*structs.Allocation{},
 		vols:    map[volKey]*structs.CSIVolume{},
 		ownVols: map[volKey]bool{},
+		plugins: map[string]*structs.CSIPlugin{},
 
 		nodeVols: map[string]map[string]map[volKey]bool{},
 	}
@@ -87,6 +95,7 @@ func (p *placer) stop(a *structs.Allocation, desc, clientStatus string) {
 	if p.stopped[a.ID] {
 		return
 	}
+	p.rankings = nil // usage falls: a dropped node may fit again
 	p.plan.AppendStop(a.NodeID, &structs.AllocStopUpdate{
 		AllocID:            a.ID,
 		DesiredStatus:      structs.AllocDesiredStatusStop,
@@ -105,6 +114,7 @@ func (p *placer) stop(a *structs.Allocation, desc, clientStatus string) {
 
 // update adds a new version of an existing alloc to the plan.
 func (p *placer) update(old, updated *structs.Allocation) {
+	p.rankings = nil
 	p.plan.AppendAlloc(updated, nil)
 	if u := p.usage[old.NodeID]; u != nil {
 		if !old.TerminalStatus() {
@@ -272,86 +282,41 @@ func (a score) less(b score) bool {
 // positions only (all candidates when only is nil) and adds it to the
 // plan. It returns the alloc, or nil and the metric explaining why no node
 // fits.
+//
+// With only nil, it asks the group's ranking for the best nodes first,
+// which looks at a handful of nodes instead of all; the alloc's metric
+// then counts the nodes looked at, as Nomad's does. When the ranking finds
+// no node, every candidate is checked, so a failed placement's metric
+// names every node's reason.
 func (p *placer) place(req placeRequest, only []int) (*structs.Allocation, *structs.AllocMetric, error) {
 	var start time.Time
 	if p.now != nil {
 		start = p.now()
 	}
-	metric := &structs.AllocMetric{
-		NodesAvailable:     cloneCounts(p.available),
-		ConstraintFiltered: map[string]int{},
-		DimensionExhausted: map[string]int{},
-	}
-	var top []score // the best feasible nodes, best first
-	ask := groupResources(req.tg)
 	allocID := p.newID()
-	jobWide, groupWide := distinctHostsScope(p.job, req.tg)
-
-	var (
-		best       *structs.Node
-		bestScore  score
-		bestClaims []*structs.CSIVolumeClaimUpdate
-	)
-	static := p.staticReasons(req.tg)
-	consider := func(i int) error {
-		node := p.candidates[i]
-		metric.NodesEvaluated++
-		if reason := static.get(p, req.tg, i); reason != "" {
-			metric.NodesFiltered++
-			metric.ConstraintFiltered[reason]++
-			return nil
-		}
-		u, err := p.candidateUsage(i)
-		if err != nil {
-			return err
-		}
-		if (jobWide && u.jobAllocs > 0) || (groupWide && u.groupAllocs[req.tg.Name] > 0) {
-			metric.NodesFiltered++
-			metric.ConstraintFiltered[filterDistinctHosts]++
-			return nil
-		}
-		claims, reason, err := p.csiClaims(node, req.tg, req.index, allocID)
-		if err != nil {
-			return err
-		}
-		if reason != "" {
-			metric.NodesFiltered++
-			metric.ConstraintFiltered[reason]++
-			return nil
-		}
-		if dim := fits(node, u.cpu+ask.CPU, u.mem+ask.MemoryMB); dim != "" {
-			metric.NodesExhausted++
-			metric.DimensionExhausted[dim]++
-			return nil
-		}
-		s := score{jobAllocs: u.jobAllocs, load: load(node, u.cpu+ask.CPU, u.mem+ask.MemoryMB), id: node.ID}
-		if node.ID == req.avoid {
-			s.avoid = 1
-		}
-		if best == nil || s.less(bestScore) {
-			best, bestScore, bestClaims = node, s, claims
-		}
-		top = keepTop(top, s)
-		return nil
+	asks, err := p.csiAsks(req.tg, req.index)
+	if err != nil {
+		return nil, nil, err
 	}
-	if only == nil {
-		for i := range p.candidates {
-			if err := consider(i); err != nil {
-				return nil, nil, err
-			}
-		}
-	} else {
-		for _, i := range only {
-			if err := consider(i); err != nil {
-				return nil, nil, err
-			}
+	pl := &placement{req: req, asks: asks, allocID: allocID, ask: groupResources(req.tg), static: p.staticReasons(req.tg)}
+	pl.jobWide, pl.groupWide = distinctHostsScope(p.job, req.tg)
+	var c *choice
+	if only == nil && !p.scanAll {
+		if c, err = p.rank(pl); err != nil {
+			return nil, nil, err
 		}
 	}
-	if best == nil {
-		return nil, metric, nil
+	if c == nil || c.best < 0 {
+		if c, err = p.scan(pl, only); err != nil {
+			return nil, nil, err
+		}
 	}
-
-	for _, s := range top {
+	if c.best < 0 {
+		return nil, c.metric, nil
+	}
+	best := p.candidates[c.best]
+	metric := c.metric
+	for _, s := range c.top {
 		metric.ScoreMetaData = append(metric.ScoreMetaData, s.meta())
 	}
 	if p.now != nil {
@@ -368,7 +333,7 @@ func (p *placer) place(req placeRequest, only []int) (*structs.Allocation, *stru
 		JobID:             p.job.ID,
 		Job:               p.job,
 		TaskGroup:         req.tg.Name,
-		Resources:         ask,
+		Resources:         pl.ask,
 		DesiredStatus:     structs.AllocDesiredStatusRun,
 		ClientStatus:      structs.AllocClientStatusPending,
 		RescheduleTracker: req.tracker,
@@ -376,11 +341,127 @@ func (p *placer) place(req placeRequest, only []int) (*structs.Allocation, *stru
 	if req.prev != nil {
 		alloc.PreviousAllocation = req.prev.ID
 	}
-	p.plan.AppendAlloc(alloc, bestClaims)
+	claims := p.csiClaimUpdates(best.ID, asks, allocID)
+	p.plan.AppendAlloc(alloc, claims)
 	p.placed[best.ID] = append(p.placed[best.ID], alloc)
 	p.add(p.usage[best.ID], alloc)
-	p.reserve(best.ID, bestClaims)
+	p.reserve(best.ID, claims)
+	p.reranked(c.best)
 	return alloc, nil, nil
+}
+
+// placement is one alloc being placed, with what its checks need.
+type placement struct {
+	req                placeRequest
+	asks               []csiAsk
+	allocID            string
+	ask                *structs.Resources
+	jobWide, groupWide bool // distinct_hosts
+	static             staticCache
+}
+
+// choice is where one placement goes: the candidate position of the best
+// node (-1: none fits), the best nodes' scores, and the metric.
+type choice struct {
+	best   int
+	top    []score
+	metric *structs.AllocMetric
+}
+
+func (p *placer) newMetric() *structs.AllocMetric {
+	return &structs.AllocMetric{
+		NodesAvailable:     cloneCounts(p.available),
+		ConstraintFiltered: map[string]int{},
+		DimensionExhausted: map[string]int{},
+	}
+}
+
+// verdict is what one candidate makes of one placement.
+type verdict int
+
+const (
+	feasible verdict = iota
+	// filteredNow: the node cannot take this placement, but may take a
+	// later one of the group (its volume is claimed, its plugin is at
+	// MaxVolumes, or the placement asks for other volumes).
+	filteredNow
+	// filteredForGood: the node can take no later placement of the group
+	// in this plan either (static constraints, distinct_hosts, resources
+	// exhausted: a plan's placements only add usage).
+	filteredForGood
+)
+
+// check runs every check of one placement on candidate i, counting a
+// failure in metric, and scores the node when it fits.
+func (p *placer) check(pl *placement, i int, metric *structs.AllocMetric) (score, verdict, error) {
+	node := p.candidates[i]
+	metric.NodesEvaluated++
+	if reason := pl.static.get(p, pl.req.tg, i); reason != "" {
+		metric.NodesFiltered++
+		metric.ConstraintFiltered[reason]++
+		return score{}, filteredForGood, nil
+	}
+	u, err := p.candidateUsage(i)
+	if err != nil {
+		return score{}, 0, err
+	}
+	if (pl.jobWide && u.jobAllocs > 0) || (pl.groupWide && u.groupAllocs[pl.req.tg.Name] > 0) {
+		metric.NodesFiltered++
+		metric.ConstraintFiltered[filterDistinctHosts]++
+		return score{}, filteredForGood, nil
+	}
+	reason, err := p.csiNodeReason(node, pl.asks, pl.allocID)
+	if err != nil {
+		return score{}, 0, err
+	}
+	if reason != "" {
+		metric.NodesFiltered++
+		metric.ConstraintFiltered[reason]++
+		return score{}, filteredNow, nil
+	}
+	ask := pl.ask
+	if dim := fits(node, u.cpu+ask.CPU, u.mem+ask.MemoryMB); dim != "" {
+		metric.NodesExhausted++
+		metric.DimensionExhausted[dim]++
+		return score{}, filteredForGood, nil
+	}
+	s := score{jobAllocs: u.jobAllocs, load: load(node, u.cpu+ask.CPU, u.mem+ask.MemoryMB), id: node.ID}
+	if node.ID == pl.req.avoid {
+		s.avoid = 1
+	}
+	return s, feasible, nil
+}
+
+// scan checks every candidate at positions only (all when nil) and
+// chooses the best.
+func (p *placer) scan(pl *placement, only []int) (*choice, error) {
+	c := &choice{best: -1, metric: p.newMetric()}
+	var bestScore score
+	consider := func(i int) error {
+		s, v, err := p.check(pl, i, c.metric)
+		if err != nil || v != feasible {
+			return err
+		}
+		if c.best < 0 || s.less(bestScore) {
+			c.best, bestScore = i, s
+		}
+		c.top = keepTop(c.top, s)
+		return nil
+	}
+	if only == nil {
+		for i := range p.candidates {
+			if err := consider(i); err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		for _, i := range only {
+			if err := consider(i); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return c, nil
 }
 
 // keepTop inserts s into top, which stays sorted best first and at most

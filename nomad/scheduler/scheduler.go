@@ -69,6 +69,10 @@ type Scheduler struct {
 	planner Planner
 	now     func() time.Time
 	newID   func() string
+	// scanAll makes every placement check every candidate node instead
+	// of asking a ranking: the reference TestRanking_SameAsScan compares
+	// against, and the "old" side of BenchmarkPlacePerAllocClaims.
+	scanAll bool
 }
 
 // New returns a scheduler reading st and writing through p.
