@@ -49,7 +49,7 @@ func (s *HTTPServer) csiVolumesRequest(w http.ResponseWriter, r *http.Request) (
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*api.CSIVolumeListStub, 0, len(reply.Volumes))
+	out := make(volumeStubs, 0, len(reply.Volumes))
 	for _, v := range reply.Volumes {
 		out = append(out, volumeStubToAPI(v, healthOfPlugin(health[v.PluginID])))
 	}

@@ -166,8 +166,21 @@ func (s *HTTPServer) wrap(h handlerFunc) http.HandlerFunc {
 			return
 		}
 		var buf bytes.Buffer
+		_, pretty := r.URL.Query()["pretty"]
+		if ja, ok := obj.(jsonAppender); ok && !pretty {
+			b, err := ja.appendJSON(nil)
+			if err != nil {
+				s.logger.Error("encoding response", "path", r.URL.Path, "error", err)
+				http.Error(w, "encoding response: "+err.Error(), http.StatusInternalServerError)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.Write(append(b, '\n')) // as json.Encoder ends it
+			s.logger.Trace("request complete", "method", r.Method, "path", r.URL.Path, "duration", time.Since(start))
+			return
+		}
 		enc := json.NewEncoder(&buf)
-		if _, ok := r.URL.Query()["pretty"]; ok {
+		if pretty {
 			enc.SetIndent("", "    ")
 		}
 		if err := enc.Encode(obj); err != nil {
