@@ -260,8 +260,8 @@ var wantRules = map[string]string{
 	"HTTP.JobsParse":                "namespace:parse-job", "HTTP.ClientStats": "node:read",
 	"HTTP.ClientAllocStats": "namespace:read-job",
 	"HTTP.ClientAllocExec":  "namespace:alloc-exec", "HTTP.ClientAllocNodeExec": "namespace:alloc-node-exec",
-	"HTTP.ClientFS": "namespace:read-fs",
-	"Alloc.Stop":    "namespace:alloc-lifecycle", "Alloc.Restart": "namespace:alloc-lifecycle",
+	"HTTP.AgentMonitor": "agent:read", "HTTP.ClientFS": "namespace:read-fs",
+	"Alloc.Stop": "namespace:alloc-lifecycle", "Alloc.Restart": "namespace:alloc-lifecycle",
 	"Alloc.Signal": "namespace:alloc-lifecycle",
 }
 

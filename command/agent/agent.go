@@ -33,6 +33,8 @@ type Agent struct {
 	tls *tlsutil.Reloader
 	// devPlugin is set when the agent runs the dev plugin (dev_plugin.go).
 	devPlugin *devPlugin
+	// intercept is the agent's root logger, where monitors add sinks.
+	intercept hclog.InterceptLogger
 	// serversRPC reaches the servers for a client-only agent, which must
 	// ask them to authorize what it serves itself (task logs).
 	serversRPC client.RPCer
@@ -53,13 +55,14 @@ func NewAgent(cfg *Config, logOutput io.Writer) (*Agent, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid agent config: %w", err)
 	}
-	logger := hclog.New(&hclog.LoggerOptions{
+	// An intercept logger: /v1/agent/monitor adds sinks to it.
+	logger := hclog.NewInterceptLogger(&hclog.LoggerOptions{
 		Name:       "agent",
 		Level:      hclog.LevelFromString(cfg.LogLevel),
 		Output:     logOutput,
 		JSONFormat: cfg.LogJSON != nil && *cfg.LogJSON,
 	})
-	a := &Agent{config: cfg, logger: logger}
+	a := &Agent{config: cfg, logger: logger, intercept: logger}
 	if err := a.setupTLS(); err != nil {
 		return nil, fmt.Errorf("invalid agent config: %w", err)
 	}

@@ -102,6 +102,7 @@ func (s *HTTPServer) registerHandlers() {
 	s.mux.HandleFunc("/v1/plugin/csi/", s.wrap(s.csiPluginRequest))
 	s.mux.HandleFunc("/v1/system/gc", s.wrap(s.systemGC))
 	s.mux.HandleFunc("/v1/agent/self", s.wrap(s.agentSelfRequest))
+	s.mux.HandleFunc("/v1/agent/monitor", s.wrap(s.agentMonitor))
 	s.mux.HandleFunc("/v1/client/fs/logs/", s.wrap(s.clientFSLogs))
 	s.mux.HandleFunc("/v1/client/fs/", s.wrap(s.clientFSRequest))
 	s.mux.HandleFunc("/v1/client/stats", s.wrap(s.clientStats))

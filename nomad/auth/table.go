@@ -194,6 +194,7 @@ var table = []Endpoint{
 	httpOnly(structs.HTTPClientAllocExec, ns(acl.CapAllocExec)),
 	httpOnly(structs.HTTPClientAllocNodeExec, ns(acl.CapAllocNodeExec)),
 	httpOnly(structs.HTTPClientFS, ns(acl.CapReadFS)),
+	httpOnly(structs.HTTPAgentMonitor, kind(AgentRead)),
 }
 
 var byMethod = func() map[string]*Endpoint {

@@ -108,6 +108,8 @@ const (
 	HTTPClientAllocNodeExec = "HTTP.ClientAllocNodeExec"
 	// HTTPClientFS reads an alloc's files (alloc fs).
 	HTTPClientFS = "HTTP.ClientFS"
+	// HTTPAgentMonitor streams the agent's log.
+	HTTPAgentMonitor = "HTTP.AgentMonitor"
 )
 
 // ACLAuthorizeRequest asks whether the token may call Endpoint (an
