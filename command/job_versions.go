@@ -112,6 +112,24 @@ func (c *JobHistoryCommand) Run(args []string) int {
 	return 0
 }
 
+// jobVersion reads version (a number, as the user typed it) of job id
+// (exact), for job inspect -version.
+func jobVersion(client *api.Client, id, version string) (*api.Job, error) {
+	v, err := strconv.ParseUint(version, 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("-version must be a version number (see the Version lines of 'berth job history %s'), got %q", id, version)
+	}
+	versions, _, _, err := client.Jobs().Versions(id, false, nil)
+	if err != nil {
+		return nil, fmt.Errorf("reading the versions of job %q: %w", id, err)
+	}
+	i := versionIndex(versions, v)
+	if i < 0 {
+		return nil, fmt.Errorf("job %q has no version %d kept; kept: %s", id, v, keptVersions(versions))
+	}
+	return versions[i], nil
+}
+
 // versionIndex is the position of version v in versions, or -1.
 func versionIndex(versions []*api.Job, v uint64) int {
 	for i, j := range versions {

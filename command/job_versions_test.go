@@ -86,6 +86,17 @@ func TestJobHistoryAndRevert(t *testing.T) {
 	must.Eq(t, 1, code)
 	must.StrContains(t, errOut, "-version must be a version number")
 
+	// job inspect -version prints that version's spec.
+	code, out, errOut = runCLI("job", "inspect", "hist", "-version", "0")
+	must.Eq(t, 0, code, must.Sprint(errOut))
+	var inspected struct{ Job *api.Job }
+	must.NoError(t, json.Unmarshal([]byte(out), &inspected))
+	must.Eq(t, 0, *inspected.Job.Version)
+	must.Eq(t, 1, *inspected.Job.TaskGroups[0].Count)
+	code, _, errOut = runCLI("job", "inspect", "-version", "9", "hist")
+	must.Eq(t, 1, code)
+	must.StrContains(t, errOut, `job "hist" has no version 9 kept; kept: 1, 0`)
+
 	// Revert to version 0: a new version 2 with count 1.
 	code, out, errOut = runCLI("job", "revert", "-detach", "hist", "0")
 	must.Eq(t, 0, code, must.Sprint(errOut))

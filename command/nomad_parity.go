@@ -1,6 +1,7 @@
 package command
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -183,11 +184,18 @@ func (c *JobInspectCommand) Help() string {
 
   Prints the registered job (by exact ID) as JSON, in the {"Job": ...}
   form job run -json and the HTTP API take, or through -t.
+
+Inspect Options:
+
+  -version=<n>
+    Print version n of the job, one of those 'berth job history' lists.
 ` + sharedHelp(true)
 }
 
 func (c *JobInspectCommand) Run(args []string) int {
 	fs := c.flagSet("job inspect", true)
+	var version string
+	fs.StringVar(&version, "version", "", "")
 	if err := parseArgs(fs, args); err != nil {
 		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
 	}
@@ -199,9 +207,17 @@ func (c *JobInspectCommand) Run(args []string) int {
 		c.ui.Error("Error: %v", err)
 		return 1
 	}
-	job, _, err := client.Jobs().Info(fs.Arg(0), nil)
+	var job *api.Job
+	if version != "" {
+		job, err = jobVersion(client, fs.Arg(0), version)
+	} else {
+		job, _, err = client.Jobs().Info(fs.Arg(0), nil)
+		if err != nil {
+			err = errors.New(c.apiErr(fmt.Sprintf("reading job %q", fs.Arg(0)), err))
+		}
+	}
 	if err != nil {
-		c.ui.Error("%s", c.apiErr(fmt.Sprintf("reading job %q", fs.Arg(0)), err))
+		c.ui.Error("%v", err)
 		return 1
 	}
 	var obj any = struct{ Job *api.Job }{job}
