@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-memdb"
 	"github.com/hashicorp/go-msgpack/v2/codec"
@@ -720,4 +722,31 @@ func FuzzFSMApply(f *testing.F) {
 			t.Fatalf("entry %x halts the fsm but the guard lets it through", data)
 		}
 	})
+}
+
+// decodesSurely lets through, without the decode check, exactly the
+// message types that cannot nest without limit: a volume register (the
+// bulk write it was made for) and a node register do; a job (its task
+// config is map[string]any) and a recursive type do not.
+func TestDecodesSurely(t *testing.T) {
+	type recursive struct {
+		Name string
+		Next *recursive
+	}
+	for typ, want := range map[reflect.Type]bool{
+		reflect.TypeFor[structs.CSIVolumeRegisterRequest](): true,
+		reflect.TypeFor[structs.NodeRegisterRequest]():      true,
+		reflect.TypeFor[structs.JobRegisterRequest]():       false,
+		reflect.TypeFor[recursive]():                        false,
+		reflect.TypeFor[struct{ X any }]():                  false,
+		reflect.TypeFor[struct{ T time.Time }]():            true,
+	} {
+		must.Eq(t, want, decodesSurely(typ), must.Sprintf("%v", typ))
+	}
+	deep := reflect.TypeFor[int]()
+	for range maxStaticDepth {
+		deep = reflect.SliceOf(deep)
+	}
+	must.False(t, decodesSurely(deep), must.Sprint("nested deeper than maxStaticDepth"))
+	must.True(t, decodesSurely(reflect.SliceOf(reflect.TypeFor[int]())))
 }
