@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"fmt"
+	"io"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,8 +16,8 @@ import (
 
 // TestE2E_VolumeStats: a running job writes 3 MiB to a hostpath volume;
 // the client samples NodeGetVolumeStats and reports it, and the volume's
-// API object and `volume status` show those bytes (and the file's inode)
-// for the job's node.
+// API object, `volume status` and the leader's Prometheus gauges show
+// those bytes (and the file's inode) for the job's node.
 func TestE2E_VolumeStats(t *testing.T) {
 	h := NewHarness(t)
 	c := h.NewCluster(t, 1, 1)
@@ -50,6 +53,27 @@ func TestE2E_VolumeStats(t *testing.T) {
 		}
 	}
 	must.StrContains(t, row, "3 MiB", must.Sprintf("usage row of node %s in:\n%s", a.NodeID, out))
+
+	resp, err := http.Get("http://" + c.Server(t).HTTPAddr() + "/v1/metrics?format=prometheus")
+	must.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	must.NoError(t, err)
+	labels := fmt.Sprintf(`{namespace="default",node=%q,volume="data"} `, a.NodeID)
+	gauge := func(name string) float64 {
+		for _, l := range strings.Split(string(body), "\n") {
+			if v, ok := strings.CutPrefix(l, name+labels); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				must.NoError(t, err)
+				return f
+			}
+		}
+		t.Fatalf("no %s%s in the leader's metrics", name, labels)
+		return 0
+	}
+	must.Eq(t, float64(size), gauge("berth_csi_volume_used_bytes"))
+	must.Eq(t, 1, gauge("berth_csi_volume_inodes_used"))
+	must.Positive(t, gauge("berth_csi_volume_capacity_bytes"))
 }
 
 // TestE2E_ExpandWhileInUse: re-running `volume create` with a larger

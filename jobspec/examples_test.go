@@ -68,6 +68,25 @@ var exampleChecks = map[string]func(t *testing.T, path string){
 	},
 	"volume.hcl":  checkExampleVolume,
 	"volume.json": checkExampleVolume,
+	"volume-grow.hcl": func(t *testing.T, path string) {
+		v, err := ParseVolumeFile(path)
+		must.NoError(t, err)
+		must.Eq(t, "data", v.ID)
+		must.Eq(t, int64(20<<20), v.RequestedCapacityMin)
+	},
+	"volume-modify.hcl": func(t *testing.T, path string) {
+		v, err := ParseVolumeFile(path)
+		must.NoError(t, err)
+		must.Eq(t, "data", v.ID)
+		must.Eq(t, int64(10<<20), v.RequestedCapacityMin)
+		must.Eq(t, map[string]string{"note": "nightly backups"}, v.MutableParameters)
+	},
+	"volume-restore.hcl": func(t *testing.T, path string) {
+		v, err := ParseVolumeFile(path)
+		must.NoError(t, err)
+		must.Eq(t, "data-restored", v.ID)
+		must.Eq(t, "SNAPSHOT-ID", v.SnapshotID)
+	},
 }
 
 func checkExampleVolume(t *testing.T, path string) {
