@@ -116,6 +116,23 @@ func TestController_ErrorCodes(t *testing.T) {
 	}
 }
 
+// Modify passes the mutable parameters through; the plugin's refusal
+// crosses the session as CodeInvalid naming the volume and plugin.
+func TestController_Modify(t *testing.T) {
+	p, cl := controllerPlugin(t)
+	e := NewController(t.Context(), Config{NodeID: "node-a", Plugins: &plugins{ctrl: cl}})
+	req := &structs.ClientCSIControllerModifyRequest{ClientCSIControllerRequest: ctrlReq(), MutableParameters: map[string]string{"note": "x"}}
+	must.NoError(t, structs.DecodeWireError(e.Modify(req, &structs.ClientCSIControllerResponse{})))
+	got := p.LastRequest("ControllerModifyVolume").(*csipb.ControllerModifyVolumeRequest)
+	must.Eq(t, "ext-1", got.VolumeId)
+	must.Eq(t, map[string]string{"note": "x"}, got.MutableParameters)
+
+	p.NextErr("ControllerModifyVolume", codes.InvalidArgument)
+	err := structs.DecodeWireError(e.Modify(req, &structs.ClientCSIControllerResponse{}))
+	must.True(t, errors.Is(err, structs.ErrInvalid), must.Sprintf("got %v", err))
+	must.StrContains(t, err.Error(), `ControllerModifyVolume of volume "vol1" by plugin "ctrl" on node node-a`)
+}
+
 func TestController_PluginNotHereIsRetryable(t *testing.T) {
 	e := NewController(t.Context(), Config{NodeID: "node-a", Plugins: &plugins{}})
 	err := structs.DecodeWireError(e.Delete(&structs.ClientCSIControllerDeleteRequest{ClientCSIControllerRequest: ctrlReq()},

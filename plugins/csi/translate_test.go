@@ -199,6 +199,17 @@ func TestTranslation(t *testing.T) {
 			wantResp: &ControllerExpandVolumeResponse{CapacityBytes: 3 << 30, NodeExpansionRequired: true},
 		},
 		{
+			method: "ControllerModifyVolume",
+			call: func(ctx context.Context, c Client) (any, error) {
+				return nil, c.ControllerModifyVolume(ctx, &ControllerModifyVolumeRequest{
+					ExternalID: "vol-1", Secrets: secrets, MutableParameters: map[string]string{"note": "x"},
+				})
+			},
+			wantReq: &csipb.ControllerModifyVolumeRequest{
+				VolumeId: "vol-1", Secrets: secretsPB, MutableParameters: map[string]string{"note": "x"},
+			},
+		},
+		{
 			method: "CreateSnapshot",
 			setResp: &csipb.CreateSnapshotResponse{Snapshot: &csipb.Snapshot{
 				SnapshotId: "snap-nightly", SourceVolumeId: "vol-1", SizeBytes: 7,

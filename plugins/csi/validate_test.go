@@ -154,6 +154,13 @@ func TestRequests_Validate(t *testing.T) {
 			msgs: []string{"missing capacity range"},
 		},
 		{
+			name: "modify volume", method: "ControllerModifyVolume",
+			call: func(ctx context.Context, c Client) error {
+				return c.ControllerModifyVolume(ctx, &ControllerModifyVolumeRequest{ExternalID: "vol-1"})
+			},
+			msgs: []string{"no mutable parameters to set"},
+		},
+		{
 			name: "create snapshot", method: "CreateSnapshot",
 			call: func(ctx context.Context, c Client) error {
 				_, err := c.ControllerCreateSnapshot(ctx, &ControllerCreateSnapshotRequest{})
