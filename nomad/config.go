@@ -61,6 +61,11 @@ type Config struct {
 
 	// RaftConfig is passed to hashicorp/raft; LocalID is set from NodeID.
 	RaftConfig *raft.Config
+	// RaftTransportWrap, when set, wraps this server's Raft transport
+	// before Raft starts. Tests only: the fault-schedule simulator
+	// (testutil/sim) drops, delays and partitions Raft traffic through
+	// it. Nil in agents.
+	RaftTransportWrap func(raft.Transport) raft.Transport
 	// RaftTimeout bounds one Raft apply.
 	RaftTimeout time.Duration
 

@@ -73,7 +73,11 @@ func (s *Server) setupRaft() error {
 
 	// The guard screens inbound Raft RPCs (raftguard's doc says why).
 	guard := raftguard.New(s.raftTrans, raft.ServerID(s.config.NodeID), s.config.Logger)
-	r, err := raft.NewRaft(&rc, s.fsm, logs, stable, snaps, guard)
+	var trans raft.Transport = guard
+	if s.config.RaftTransportWrap != nil {
+		trans = s.config.RaftTransportWrap(guard)
+	}
+	r, err := raft.NewRaft(&rc, s.fsm, logs, stable, snaps, trans)
 	if err != nil {
 		guard.Close()
 		return fmt.Errorf("server: starting raft: %w", err)

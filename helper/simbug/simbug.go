@@ -22,7 +22,16 @@ const (
 	// without ControllerUnpublish, leaving the volume attached to the old
 	// node (a lost Raft checkpoint of the controller step does the same).
 	SkipControllerUnpublish Bug = "skip-controller-unpublish"
+	// FreeOnNodeDown: the servers free a down node's claims as soon as
+	// they mark it down (it missed its heartbeats), as if its disconnect
+	// deadline had already passed, without fencing. Only a node whose
+	// client still runs and still promises a deadline can go down with a
+	// claim the bug frees — a client cut off from the servers (a killed
+	// client takes its promise back) — so only partitions expose it: the
+	// alloc's replacement publishes the volume elsewhere while the cut-off
+	// client still has it published. Breaks guarantee 1.
+	FreeOnNodeDown Bug = "free-on-node-down"
 )
 
 // All lists every known bug.
-var All = []Bug{FreeOnStop, IgnoreCapability, SkipControllerUnpublish}
+var All = []Bug{FreeOnStop, IgnoreCapability, SkipControllerUnpublish, FreeOnNodeDown}

@@ -220,7 +220,7 @@ func downNodeStep(claim *structs.CSIVolumeClaim, alloc *structs.Allocation, node
 			node.ID, claim.AllocID)}
 	}
 	deadline := time.Unix(0, node.StatusUpdatedAt).Add(node.DisconnectDeadline)
-	if !now.Before(deadline) {
+	if !now.Before(deadline) || simbug.On(simbug.FreeOnNodeDown) {
 		return Action{Kind: MarkNodeDetached, ReleaseReason: ReasonDisconnectPassed, Reason: fmt.Sprintf(
 			"node %s has been down since %s, past its disconnect deadline (%s); its client has stopped alloc %s",
 			node.ID, fmtTime(node.StatusUpdatedAt), node.DisconnectDeadline, claim.AllocID)}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/hashicorp/raft"
 
 	"github.com/berth-io/berth/client"
 	"github.com/berth-io/berth/client/dynamicplugins"
@@ -38,6 +39,35 @@ type node struct {
 	mu     sync.Mutex
 	client *client.Client // nil while killed
 	id     string
+	// cut: the node is partitioned from the servers; sessions are its
+	// open node sessions, closed when it is cut.
+	cut      bool
+	cutGen   int // counts cuts, so a cut's timer mends only its own
+	sessions []net.Conn
+}
+
+// setCut partitions the node from the servers (true) or heals it.
+func (n *node) setCut(cut bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.cut = cut
+	if cut {
+		for _, c := range n.sessions {
+			c.Close()
+		}
+		n.sessions = nil
+	}
+}
+
+func (n *node) isCut() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cut
+}
+
+// errCut is what a node partitioned from the servers gets from them.
+func (n *node) errCut() error {
+	return fmt.Errorf("sim: node %s is partitioned from the servers: %w", n.name, net.ErrClosed)
 }
 
 func (n *node) get() *client.Client {
@@ -53,24 +83,70 @@ type simCluster struct {
 	nodes   []*node
 	witness *Witness
 
+	// raftNet carries the Raft traffic of a 3-server schedule.
+	raftNet *RaftNet
+
 	// mu guards servers and down: a leader restart replaces a server.
 	mu      sync.Mutex
 	servers []*cluster.Server
 	down    map[int]bool
 }
 
-// serverSet is the clients' RPC transport: any server that is up (a
-// follower forwards to the leader), as an agent's server list is.
-type serverSet struct{ c *simCluster }
+// serverSet is one node's RPC transport: any server that is up (a
+// follower forwards to the leader), as an agent's server list is. While
+// the node is partitioned from the servers every call fails, and a call
+// that was in flight when the partition began loses its answer.
+type serverSet struct {
+	c *simCluster
+	n *node
+}
 
 func (s serverSet) RPC(method string, args, reply any) error {
-	return s.c.anyServer().RPC(method, args, reply)
+	if s.n.isCut() {
+		return s.n.errCut()
+	}
+	err := s.c.anyServer().RPC(method, args, reply)
+	if s.n.isCut() {
+		return s.n.errCut()
+	}
+	return err
 }
 
 // DialNodeSession opens the node session through a server that is up,
-// which dials the leader.
+// which dials the leader. The session is closed if the node is cut off.
 func (s serverSet) DialNodeSession(ctx context.Context) (net.Conn, error) {
-	return s.c.anyServer().DialNodeSession(ctx)
+	if s.n.isCut() {
+		return nil, s.n.errCut()
+	}
+	conn, err := s.c.anyServer().DialNodeSession(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.n.mu.Lock()
+	defer s.n.mu.Unlock()
+	if s.n.cut {
+		conn.Close()
+		return nil, s.n.errCut()
+	}
+	s.n.sessions = append(s.n.sessions, conn)
+	return conn, nil
+}
+
+// cutServer cuts the Raft traffic of server i (the leader when i < 0)
+// off from the other servers.
+func (c *simCluster) cutServer(i int) (addr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for j, s := range c.servers {
+		if c.down[j] {
+			continue
+		}
+		if (i < 0 && s.IsLeader()) || j == i {
+			c.raftNet.Cut(raft.ServerAddress(s.Addr))
+			return s.Addr
+		}
+	}
+	return ""
 }
 
 // anyServer is the leader if one is up, else any server that is up.
@@ -163,13 +239,14 @@ func (p Profile) settings(nodeName string) func(*fake.Settings) {
 // start brings up the servers, the nodes with their plugins, waits for the
 // plugin to be healthy on every node, and registers the volumes.
 func start(t testing.TB, s *Schedule, w *Witness) (*simCluster, error) {
-	c := &simCluster{t: t, sched: s, witness: w, down: map[int]bool{}}
+	c := &simCluster{t: t, sched: s, witness: w, down: map[int]bool{}, raftNet: NewRaftNet(s.Seed)}
 	if s.Servers <= 1 {
 		c.servers = []*cluster.Server{cluster.NewServer(t, serverConfig)}
 	} else {
 		// Raft on disk, so a restarted server comes back with its log.
 		c.servers = cluster.NewCluster(t, s.Servers, func(_ int, cfg *nomad.Config) {
 			serverConfig(cfg)
+			cfg.RaftTransportWrap = c.raftNet.Wrap
 			cfg.DevMode = false
 			cfg.DataDir = t.TempDir()
 		})
@@ -247,7 +324,8 @@ func (c *simCluster) startClient(n *node) {
 		})
 	}
 	cl := cluster.NewClient(c.t, c.anyServer(), n.name, func(cfg *client.Config) {
-		cfg.RPC = serverSet{c}
+		cfg.RPC = serverSet{c, n}
+		cfg.DisconnectDeadline = c.sched.DisconnectDeadline
 		cfg.DataDir = n.dataDir
 		// Not dev mode: a killed client leaves its tasks running, as when
 		// the agent process dies; the restarted one reattaches to them.

@@ -30,3 +30,27 @@ func TestRegression_RestoredAllocStoppedWhileItsMountIsRedone(t *testing.T) {
 		t.Errorf("violations:\n%v", vs)
 	}
 }
+
+// TestRegression_JobRegisteredDuringAFailover is the shape of seeds 5008
+// and 5059's check-5 reports (a job with no allocs across a 3-server
+// failover): a job is registered while the leader is cut off from the
+// other two. Replayed, neither seed failed again; the reports came from
+// registers the servers refused (no leader, leadership lost while
+// committing) under a load average of 20, which the checker then still
+// expected to run — the checker was wrong, not the servers. Check 5 now
+// judges a refused register only when the servers applied it anyway
+// (runsCheck), and an accepted one must run.
+func TestRegression_JobRegisteredDuringAFailover(t *testing.T) {
+	s := &Schedule{Seed: 0, Nodes: 2, Servers: 3, Profile: Profile{Controller: true},
+		Volumes: []Volume{{ID: "v0", Mode: structs.CSIVolumeAccessModeMultiNodeSingleWriter}, {ID: "v1", Mode: structs.CSIVolumeAccessModeSingleNodeWriter}},
+		Ops: []Op{
+			{Kind: FaultCutServer, Node: -1, Wait: time.Second},
+			{Kind: OpRunJob, Job: 0, Vol: 0},
+			{Kind: FaultLossyRaft, Drop: 30, Delay: 10 * time.Millisecond, Wait: time.Second},
+			{Kind: OpRunJob, Job: 1, Vol: 1},
+			{Kind: OpWait, Wait: 1500 * time.Millisecond},
+		}}
+	if vs := Run(t, s); len(vs) > 0 {
+		t.Errorf("violations:\n%v", vs)
+	}
+}

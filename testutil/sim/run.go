@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/berth-io/berth/nomad/state"
 	"github.com/berth-io/berth/nomad/structs"
 	"github.com/berth-io/berth/plugins/drivers/mock"
@@ -229,7 +231,42 @@ func (r *runner) do(o Op) {
 		for _, n := range c.nodes {
 			n.plugin.ClearFaults()
 		}
+	case FaultCutNode:
+		n := c.nodes[o.Node]
+		n.setCut(true)
+		n.mu.Lock()
+		n.cutGen++
+		gen := n.cutGen
+		n.mu.Unlock()
+		r.later(o.Wait, func() {
+			n.mu.Lock()
+			mend := n.cutGen == gen // not a later cut of the same node
+			n.mu.Unlock()
+			if mend {
+				n.setCut(false)
+			}
+		})
+	case FaultCutServer:
+		if len(c.servers) < 3 {
+			return
+		}
+		if addr := c.cutServer(o.Node); addr != "" {
+			r.later(o.Wait, func() { c.raftNet.Mend(raft.ServerAddress(addr)) })
+		}
+	case FaultLossyRaft:
+		if len(c.servers) < 3 {
+			return
+		}
+		c.raftNet.SetLoss(Loss{DropRequest: float64(o.Drop) / 200, DropResponse: float64(o.Drop) / 200, Delay: o.Delay})
+		r.later(o.Wait, func() { c.raftNet.SetLoss(Loss{}) })
 	}
+}
+
+// later runs heal after d, while the schedule goes on; heal() at the end
+// of the schedule ends every fault sooner if need be.
+func (r *runner) later(d time.Duration, heal func()) {
+	r.bg.Add(1)
+	time.AfterFunc(d, func() { defer r.bg.Done(); heal() })
 }
 
 func (r *runner) eligible(i int, yes bool) {
@@ -247,7 +284,9 @@ func (r *runner) eligible(i int, yes bool) {
 // heal ends every fault: killed clients restart from their state, plugins
 // answer normally, nodes are eligible and not draining.
 func (r *runner) heal() {
+	r.c.raftNet.Heal()
 	for i, n := range r.c.nodes {
+		n.setCut(false)
 		n.plugin.ClearFaults()
 		if n.get() == nil {
 			r.c.startClient(n)
@@ -453,8 +492,18 @@ func (r *runner) runsCheck(st *state.StateStore, blocked map[string]bool) []Viol
 		}
 	}
 	for i, j := range r.jobs {
-		if j.stopped || users[j.op.Vol] > 1 || !j.registered {
+		if j.stopped || users[j.op.Vol] > 1 {
 			continue
+		}
+		// A register refused with an error (no leader, leadership lost
+		// while committing) is judged only if it was applied anyway:
+		// the servers then hold the job and owe it its allocs. Seeds
+		// 5008 and 5059 once reported a job with no allocs after
+		// three servers flapped: their registers had been refused.
+		if !j.registered {
+			if job, err := st.JobByID(nil, structs.DefaultNamespace, jobID(i)); err != nil || job == nil || job.Stop {
+				continue
+			}
 		}
 		v := r.c.sched.Volumes[j.op.Vol]
 		if slices.ContainsFunc(volumeIDs(v), func(id string) bool { return blocked[id] }) {

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -71,6 +72,11 @@ const (
 	FaultHealCSI  Kind = "heal-plugins"
 	FaultLoseMnts Kind = "lose-mounts" // Node: client killed, and its plugin loses what it mounted
 	FaultRestartS Kind = "restart-leader"
+	// Partitions heal by themselves after Wait, while the schedule goes
+	// on (and at the end at the latest, with every other fault).
+	FaultCutNode   Kind = "partition-client" // Node, Wait: the client cut off from every server
+	FaultCutServer Kind = "partition-server" // Node (-1: the leader), Wait: Raft cut off from the other servers
+	FaultLossyRaft Kind = "lossy-raft"       // Drop (percent), Delay, Wait: Raft messages dropped and delayed
 )
 
 // Op is one step of a schedule.
@@ -86,6 +92,8 @@ type Op struct {
 	Code     codes.Code
 	Hang     bool
 	Wait     time.Duration
+	Drop     int // percent
+	Delay    time.Duration
 }
 
 func (o Op) String() string {
@@ -105,6 +113,15 @@ func (o Op) String() string {
 			return fmt.Sprintf("node-plugin n%d %s hang", o.Node, o.Method)
 		}
 		return fmt.Sprintf("node-plugin n%d %s %s", o.Node, o.Method, o.Code)
+	case FaultCutNode:
+		return fmt.Sprintf("%s n%d for %s", o.Kind, o.Node, o.Wait)
+	case FaultCutServer:
+		if o.Node < 0 {
+			return fmt.Sprintf("%s leader for %s", o.Kind, o.Wait)
+		}
+		return fmt.Sprintf("%s s%d for %s", o.Kind, o.Node, o.Wait)
+	case FaultLossyRaft:
+		return fmt.Sprintf("%s drop=%d%% delay<%s for %s", o.Kind, o.Drop, o.Delay, o.Wait)
 	case FaultCtrl:
 		if o.Hang {
 			return fmt.Sprintf("controller %s hang", o.Method)
@@ -124,11 +141,14 @@ type Schedule struct {
 	Volumes []Volume
 	Jobs    int
 	Ops     []Op
+	// DisconnectDeadline is every client's promise
+	// (client.Config.DisconnectDeadline); zero promises nothing.
+	DisconnectDeadline time.Duration
 }
 
 func (s *Schedule) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed=%d servers=%d nodes=%d profile=%s\n", s.Seed, s.Servers, s.Nodes, s.Profile)
+	fmt.Fprintf(&b, "seed=%d servers=%d nodes=%d profile=%s disconnect_deadline=%s\n", s.Seed, s.Servers, s.Nodes, s.Profile, s.DisconnectDeadline)
 	for i, v := range s.Volumes {
 		fmt.Fprintf(&b, "  vol %d: %s %s per_alloc=%t\n", i, v.ID, v.Mode, v.PerAlloc)
 	}
@@ -169,6 +189,9 @@ type GenConfig struct {
 	Servers int
 	// Faults turns faults off (false) for the fault-free baseline.
 	NoFaults bool
+	// NoPartitions leaves out partitions and lossy Raft (and the
+	// disconnect deadline that only they exercise).
+	NoPartitions bool
 }
 
 // DefaultGen is what `make sim` and the tests generate.
@@ -252,7 +275,44 @@ func Generate(seed uint64, cfg GenConfig) *Schedule {
 		}
 		s.Ops = append(s.Ops, o)
 	}
+	if !cfg.NoFaults && !cfg.NoPartitions {
+		addPartitions(s, seed, cfg)
+	}
 	return s
+}
+
+// partitionDeadline is the disconnect deadline of the schedules whose
+// clients promise one: long enough that a client cut off keeps its allocs
+// a while (the servers mark its node down after about half a second), short
+// enough that one cut off longer stops them (from half the deadline on)
+// and the servers free their claims within the schedule.
+const partitionDeadline = 4 * time.Second
+
+// addPartitions inserts partitions and lossy Raft into half the
+// schedules, drawn from a stream of their own so that the rest of a
+// seed's schedule is what it was before partitions existed.
+func addPartitions(s *Schedule, seed uint64, cfg GenConfig) {
+	r := rand.New(rand.NewPCG(seed^0xa5a5a5a5a5a5a5a5, seed+0x2545f4914f6cdd1d))
+	if r.IntN(2) == 0 {
+		return
+	}
+	if r.IntN(4) > 0 {
+		s.DisconnectDeadline = partitionDeadline
+	}
+	for range 1 + r.IntN(2) {
+		o := Op{Kind: FaultCutNode, Node: r.IntN(cfg.Nodes), Wait: time.Duration(500+r.IntN(4500)) * time.Millisecond}
+		if s.Servers > 1 {
+			switch r.IntN(3) {
+			case 0:
+				o = Op{Kind: FaultCutServer, Node: r.IntN(s.Servers+1) - 1, Wait: time.Duration(200+r.IntN(2000)) * time.Millisecond}
+			case 1:
+				o = Op{Kind: FaultLossyRaft, Drop: 5 + r.IntN(40), Delay: time.Duration(1+r.IntN(30)) * time.Millisecond,
+					Wait: time.Duration(300+r.IntN(2000)) * time.Millisecond}
+			}
+		}
+		at := r.IntN(len(s.Ops) + 1)
+		s.Ops = slices.Insert(s.Ops, at, o)
+	}
 }
 
 // withOps returns a copy of s with only ops.
