@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -21,6 +22,12 @@ import (
 // in real time with the shortened timers of serverConfig.
 const FreeBound = 15 * time.Second
 
+// quietFor is how long no plugin may be called before the end state is
+// judged: longer than the servers' slowest periodic pass over claims
+// (CSIVolumeWatcherResync) and than two retries at their longest backoff
+// (serverConfig), so a release still in progress is not judged at rest.
+const quietFor = 750 * time.Millisecond
+
 // Run runs schedule s on a fresh in-process cluster and returns the
 // violations found. t owns the cluster: Run is meant to be called in a
 // subtest of its own, whose cleanup tears the cluster down.
@@ -39,7 +46,9 @@ func RunStats(t testing.TB, s *Schedule) ([]Violation, Stats) {
 	}
 	w := NewWitness(modes)
 	w.Profile = s.Profile
+	t0 := time.Now()
 	c, err := start(t, s, w)
+	t1 := time.Now()
 	if err != nil {
 		return []Violation{{Check: CheckHarnessStep, Msg: fmt.Sprintf("starting the cluster: %v", err)}}, Stats{}
 	}
@@ -53,11 +62,20 @@ func RunStats(t testing.TB, s *Schedule) ([]Violation, Stats) {
 	for _, o := range s.Ops {
 		r.do(o)
 	}
+	t2 := time.Now()
 	r.heal()
 	r.settle()
+	t3 := time.Now()
 	close(stop)
 	wg.Wait()
 	r.bg.Wait()
+	t4 := time.Now()
+	// SIM_PROFILE=1: where a schedule's real time goes.
+	if os.Getenv("SIM_PROFILE") != "" {
+		t.Logf("profile: servers=%d start=%v ops=%v heal+settle=%v background=%v",
+			s.Servers, t1.Sub(t0).Round(time.Millisecond), t2.Sub(t1).Round(time.Millisecond),
+			t3.Sub(t2).Round(time.Millisecond), t4.Sub(t3).Round(time.Millisecond))
+	}
 	return w.Violations(), w.Stats()
 }
 
@@ -76,6 +94,7 @@ type runner struct {
 	// error code injected; a claim that then needs an operator is allowed.
 	mu     sync.Mutex
 	finals map[string]bool
+	timers []*time.Timer // later's, until heal
 	bg     sync.WaitGroup
 }
 
@@ -263,10 +282,13 @@ func (r *runner) do(o Op) {
 }
 
 // later runs heal after d, while the schedule goes on; heal() at the end
-// of the schedule ends every fault sooner if need be.
+// of the schedule ends every fault at once and cancels the timers that
+// have not fired (the schedule need not wait for them).
 func (r *runner) later(d time.Duration, heal func()) {
 	r.bg.Add(1)
-	time.AfterFunc(d, func() { defer r.bg.Done(); heal() })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.timers = append(r.timers, time.AfterFunc(d, func() { defer r.bg.Done(); heal() }))
 }
 
 func (r *runner) eligible(i int, yes bool) {
@@ -284,6 +306,14 @@ func (r *runner) eligible(i int, yes bool) {
 // heal ends every fault: killed clients restart from their state, plugins
 // answer normally, nodes are eligible and not draining.
 func (r *runner) heal() {
+	r.mu.Lock()
+	for _, t := range r.timers {
+		if t.Stop() {
+			r.bg.Done()
+		}
+	}
+	r.timers = nil
+	r.mu.Unlock()
 	r.c.raftNet.Heal()
 	for i, n := range r.c.nodes {
 		n.setCut(false)
@@ -348,7 +378,7 @@ func (r *runner) settle() {
 		// Judge a cluster at rest: no volume RPC for a while and no alloc
 		// still pending, else a check could pass before the work began.
 		last = nil
-		if !r.w.Quiet(time.Second) {
+		if !r.w.Quiet(quietFor) {
 			last = append(last, Violation{Check: CheckFreed, Msg: "plugins are still being called"})
 		}
 		if p := r.pending(); len(p) > 0 {
