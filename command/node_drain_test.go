@@ -102,3 +102,54 @@ func TestNodeDrain_PrefixAsksForConfirmation(t *testing.T) {
 	write, _, _ = f.lastWrite()
 	must.Eq(t, "PUT /v1/node/"+nodeA+"/drain", write)
 }
+
+// -monitor alone follows a drain under way without changing it, and
+// names where each leaving alloc was replaced.
+func TestNodeDrain_MonitorPrintsMigrations(t *testing.T) {
+	const repl = "7e7e7e7e-dddd-4000-8000-00000000000d"
+	f := newFakeAPI(t)
+	seedCluster(f)
+	f.update(func(f *fakeAPI) {
+		f.nodes[nodeA].Drain = true
+		f.nodes[nodeA].DrainStrategy = &api.DrainStrategy{DrainSpec: api.DrainSpec{Deadline: time.Hour}}
+	})
+	f.script(
+		func(f *fakeAPI) {
+			f.allocs[allocA].DesiredStatus = api.AllocDesiredStatusStop
+			r := testAlloc(repl, "web", "e0a1b2c3-0000-4000-8000-000000000001", nodeB, api.AllocClientStatusPending)
+			r.NodeName = "node-b"
+			r.PreviousAllocation = allocA
+			f.allocs[repl] = r
+		},
+		func(f *fakeAPI) { f.allocs[allocA].ClientStatus = api.AllocClientStatusComplete },
+		func(f *fakeAPI) { f.nodes[nodeA].Drain, f.nodes[nodeA].DrainStrategy = false, nil },
+	)
+	code, out, errOut := f.run("node", "drain", "-monitor", nodeA)
+	must.Eq(t, 0, code, must.Sprintf("stdout:\n%s\nstderr:\n%s", out, errOut))
+	mustOrder(t, out,
+		`Monitoring node "9a0b1c2d"`,
+		`Alloc "5e6f7a8b" (job "web", group "g") draining`,
+		`Alloc "5e6f7a8b" migrated: replaced by alloc "7e7e7e7e" on node "node-b"`,
+		`Alloc "5e6f7a8b" status "running" -> "complete"`,
+		`Node "9a0b1c2d" drain complete`,
+	)
+	must.StrNotContains(t, out, "drain strategy set")
+	f.mu.Lock()
+	writes := len(f.bodies)
+	f.mu.Unlock()
+	must.Eq(t, 0, writes, must.Sprint("-monitor alone must not change the drain"))
+
+	code, out, _ = f.run("node", "drain", "-monitor", nodeB)
+	must.Eq(t, 0, code)
+	must.StrContains(t, out, "is not draining")
+
+	for _, args := range [][]string{
+		{"node", "drain", "-monitor", "-disable", nodeA},
+		{"node", "drain", "-monitor", "-detach", "-enable", nodeA},
+		{"node", "drain", "-monitor", "-force", nodeA},
+	} {
+		code, _, errOut := f.run(args...)
+		must.Eq(t, 1, code, must.Sprint(args))
+		must.StrContains(t, errOut, "-monitor", must.Sprint(args))
+	}
+}
