@@ -199,6 +199,7 @@ func spec(cfg *drivers.TaskConfig, allowCaps []string) (*executor.Spec, error) {
 		User:       u,
 		Caps:       caps,
 		NewIPC:     true,
+		NewPID:     true,
 	}, nil
 }
 

@@ -26,6 +26,12 @@
 // unknown exit status; nothing at all is ErrGone. A pid whose start time
 // differs is a reused pid, not the task.
 //
+// With Spec.NewPID (the exec driver's tasks), the task runs in a PID
+// namespace of its own under a small init, the same binary re-executed
+// as `executor -init` (init.go): init is pid 1 there, mounts the task's
+// /proc, forwards signals, reaps orphans and exits with the task's status.
+// TaskPID is still the task's own pid as the host sees it.
+//
 // With Spec.Isolation, the executor first builds the task's root in a
 // private mount namespace (see isolate.go and package exec's doc for the
 // layout) and the task is chrooted into it. A device node bound read-only

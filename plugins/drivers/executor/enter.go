@@ -18,11 +18,11 @@ import (
 // Entering a running task (alloc exec). EnterTask starts a command in the
 // environment of the task whose process is pid, as read from /proc/<pid>:
 //
-//	mount and IPC namespaces  setns into the task's
-//	root and working dir      the task's (an exec task's chroot)
-//	user and groups           the task's real uid, gid and groups
-//	capability bounding set   the task's: nothing the task could not do
-//	environment               the task's initial environment
+//	mount, IPC, PID namespaces  setns into the task's
+//	root and working dir        the task's (an exec task's chroot)
+//	user and groups             the task's real uid, gid and groups
+//	capability bounding set     the task's: nothing the task could not do
+//	environment                 the task's initial environment
 //
 // It needs nothing from the driver but the pid, so it serves every driver
 // that runs a process: for raw_exec the namespaces and root are the host's
@@ -114,6 +114,10 @@ func startEntered(cfg EnterConfig, view *taskView) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, err
 	}
+	pidnsfd, err := open("ns/pid", unix.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
 	rootfd, err := open("root", unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
 		return nil, err
@@ -123,6 +127,30 @@ func startEntered(cfg EnterConfig, view *taskView) (*exec.Cmd, error) {
 		return nil, err
 	}
 
+	// This thread's own namespaces, to go back to once the command is
+	// started. The thread is retired with its goroutine, except when it
+	// is the process's main thread, which Go parks for good instead: it
+	// would pin the task's namespaces (and every mount in them) for the
+	// agent's life.
+	var back []struct{ fd, nstype int }
+	for _, ns := range []struct {
+		name   string
+		nstype int
+	}{{"mnt", unix.CLONE_NEWNS}, {"ipc", unix.CLONE_NEWIPC}, {"pid", unix.CLONE_NEWPID}} {
+		fd, err := unix.Open("/proc/thread-self/ns/"+ns.name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("entering task: opening this thread's %s namespace: %w", ns.name, err)
+		}
+		fds = append(fds, fd)
+		back = append(back, struct{ fd, nstype int }{fd, ns.nstype})
+	}
+	defer func() {
+		// Joining the mount namespace back also resets root and cwd.
+		for _, b := range back {
+			_ = unix.Setns(b.fd, b.nstype)
+		}
+	}()
+
 	if err := unix.Unshare(unix.CLONE_FS); err != nil {
 		return nil, fmt.Errorf("entering task: unsharing fs attributes: %w", err)
 	}
@@ -131,6 +159,13 @@ func startEntered(cfg EnterConfig, view *taskView) (*exec.Cmd, error) {
 	}
 	if err := unix.Setns(ipcfd, unix.CLONE_NEWIPC); err != nil {
 		return nil, fmt.Errorf("entering task (pid %d): joining its IPC namespace: %w", cfg.PID, err)
+	}
+	// The command's own pid comes from the task's PID namespace (an exec
+	// task's, see init.go), so it sees what the task's /proc shows. Only
+	// children change namespace; a runtime thread is never cloned from
+	// this locked one.
+	if err := unix.Setns(pidnsfd, unix.CLONE_NEWPID); err != nil {
+		return nil, fmt.Errorf("entering task (pid %d): joining its PID namespace: %w", cfg.PID, err)
 	}
 	if err := unix.Fchdir(rootfd); err != nil {
 		return nil, fmt.Errorf("entering task (pid %d): changing to its root: %w", cfg.PID, err)

@@ -30,7 +30,10 @@ var devLinks = map[string]string{
 // are ever visible, and mount points are opened with RESOLVE_IN_ROOT, so a
 // symlink the task left in its root on an earlier run cannot send a mount
 // outside it.
-func isolate(iso *Isolation) error {
+//
+// withProc mounts the task's /proc; without, the caller mounts one later
+// (init, from inside the task's PID namespace).
+func isolate(iso *Isolation, withProc bool) error {
 	if !path.IsAbs(iso.Root) {
 		return fmt.Errorf("isolating task: root %q is not absolute", iso.Root)
 	}
@@ -41,7 +44,7 @@ func isolate(iso *Isolation) error {
 	// ever receive.
 	var srcs sources
 	defer srcs.close()
-	if err := srcs.cloneAll(iso); err != nil {
+	if err := srcs.cloneAll(iso, withProc); err != nil {
 		return err
 	}
 
@@ -100,7 +103,7 @@ type sources struct {
 // cloneAll prepares every piece of the root, in the order they are
 // attached: host dirs, /dev, /proc, /tmp, then the binds (which may sit
 // below any of those).
-func (ss *sources) cloneAll(iso *Isolation) error {
+func (ss *sources) cloneAll(iso *Isolation, withProc bool) error {
 	for _, d := range iso.HostDirs {
 		fi, err := os.Lstat(d)
 		if errors.Is(err, os.ErrNotExist) {
@@ -129,16 +132,13 @@ func (ss *sources) cloneAll(iso *Isolation) error {
 		return err
 	}
 	ss.list = append(ss.list, &source{target: "/dev", fd: dev, then: ss.fillDev})
-	var procOpts map[string]string
-	if iso.HidePIDs {
-		// "2" is hidepid=invisible, spelled so kernels before 5.8 take it.
-		procOpts = map[string]string{"hidepid": "2"}
+	if withProc {
+		proc, err := newProc(iso.HidePIDs)
+		if err != nil {
+			return err
+		}
+		ss.list = append(ss.list, &source{target: "/proc", fd: proc})
 	}
-	proc, err := newFS("proc", procOpts, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
-	if err != nil {
-		return err
-	}
-	ss.list = append(ss.list, &source{target: "/proc", fd: proc})
 	ss.list = append(ss.list, &source{target: "/tmp", fd: -1, dir: 0o777 | os.ModeSticky})
 
 	for _, b := range iso.Binds {
@@ -302,6 +302,17 @@ func newFS(fstype string, opts map[string]string, attr int) (int, error) {
 		return -1, fmt.Errorf("mounting a %s: %w", fstype, err)
 	}
 	return fd, nil
+}
+
+// newProc creates a detached /proc of the calling process's PID
+// namespace; hidePIDs shows each user only its own processes.
+func newProc(hidePIDs bool) (int, error) {
+	var opts map[string]string
+	if hidePIDs {
+		// "2" is hidepid=invisible, spelled so kernels before 5.8 take it.
+		opts = map[string]string{"hidepid": "2"}
+	}
+	return newFS("proc", opts, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
 }
 
 // propagationFlag maps a jobspec propagation mode to its mount flag.

@@ -64,6 +64,9 @@ func RunIfExecutor() {
 // written, 1 on failure, 2 on misuse). It logs to standard error, which
 // Launch points at executor.log beside the spec.
 func Main(args []string) int {
+	if len(args) == 1 && args[0] == initArg {
+		return initMain() // a task's init, started by its executor
+	}
 	logger := hclog.New(&hclog.LoggerOptions{Name: "executor", Output: os.Stderr, Level: hclog.Info})
 	if len(args) != 1 {
 		logger.Error("usage: berth executor <spec file>; the client starts this, do not call it directly")

@@ -12,7 +12,7 @@ import (
 )
 
 // restrict applies the spec's user, capability bounding set and IPC
-// namespace to cmd. It runs on the executor's locked thread, after
+// namespace to cmd (with NewPID, init drops the bounding set instead). It runs on the executor's locked thread, after
 // isolate: the bounding set is per thread and inherited by the task
 // forked from it, while the executor keeps the capabilities it needs
 // (chroot, setuid) until the task's execve.
@@ -31,26 +31,48 @@ func restrict(spec *Spec, cmd *exec.Cmd) error {
 			}
 		}
 	}
-	if spec.Caps != nil {
-		keep := map[int]bool{}
-		for _, name := range spec.Caps {
-			c, ok := CapabilityByName(name)
-			if !ok {
-				return fmt.Errorf("unknown capability %q", name)
-			}
-			keep[c] = true
+	if spec.Caps == nil {
+		return nil
+	}
+	if spec.NewPID {
+		// init drops them: it needs sys_admin for the task's /proc, and
+		// as root it holds after execve only what the bounding set has.
+		_, err := capSet(spec.Caps)
+		return err
+	}
+	return dropCaps(spec.Caps)
+}
+
+// capSet maps capability names to numbers.
+func capSet(names []string) (map[int]bool, error) {
+	keep := map[int]bool{}
+	for _, name := range names {
+		c, ok := CapabilityByName(name)
+		if !ok {
+			return nil, fmt.Errorf("unknown capability %q", name)
 		}
-		last, err := lastCap()
-		if err != nil {
-			return err
+		keep[c] = true
+	}
+	return keep, nil
+}
+
+// dropCaps drops from the calling thread's bounding set every capability
+// not named in keep.
+func dropCaps(names []string) error {
+	keep, err := capSet(names)
+	if err != nil {
+		return err
+	}
+	last, err := lastCap()
+	if err != nil {
+		return err
+	}
+	for c := 0; c <= last; c++ {
+		if keep[c] {
+			continue
 		}
-		for c := 0; c <= last; c++ {
-			if keep[c] {
-				continue
-			}
-			if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
-				return fmt.Errorf("dropping capability %d from the task's bounding set: %w", c, err)
-			}
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
+			return fmt.Errorf("dropping capability %d from the task's bounding set: %w", c, err)
 		}
 	}
 	return nil

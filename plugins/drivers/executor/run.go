@@ -48,8 +48,14 @@ func run(spec *Spec, rep *os.File, logger hclog.Logger) int {
 			}
 		}()
 	}
+	// With NewPID the task is init's child (init.go), not ours.
+	var ini *initProcess
 	if err == nil {
-		err = cmd.Start()
+		if spec.NewPID {
+			ini, err = startInit(spec, cmd)
+		} else {
+			err = cmd.Start()
+		}
 		closeOutputs(cmd)
 	}
 	if err != nil {
@@ -58,11 +64,18 @@ func run(spec *Spec, rep *os.File, logger hclog.Logger) int {
 		_ = sendReport(rep, &report{Error: err.Error()})
 		return 1
 	}
-	pid := cmd.Process.Pid
+	var pid int
+	var st procStat
+	if ini != nil {
+		// init holds the task uncollected until released.
+		pid, st = ini.pid, ini.stat
+	} else {
+		pid = cmd.Process.Pid
+		// The task is our child and not yet collected, so its /proc
+		// entry is there even if it has already exited.
+		st, err = readProcStat(pid)
+	}
 	logger = logger.With("task_pid", pid)
-	// The task is our child and not yet collected, so its /proc entry is
-	// there even if it has already exited.
-	st, err := readProcStat(pid)
 	if err == nil {
 		err = sendReport(rep, &report{TaskPID: pid, TaskStartTime: st.StartTime})
 	}
@@ -70,6 +83,10 @@ func run(spec *Spec, rep *os.File, logger hclog.Logger) int {
 		// The client gave up on this start (it closed its end of the pipe)
 		// or we cannot describe the task: it must not run on unseen.
 		logger.Error("killing the task: cannot report its start", "error", err)
+		if ini != nil {
+			ini.kill() // and the namespace with it
+			return 1
+		}
 		_ = unix.Kill(-pid, unix.SIGKILL)
 		_ = cmd.Wait()
 		return 1
@@ -77,7 +94,15 @@ func run(spec *Spec, rep *os.File, logger hclog.Logger) int {
 	logger.Info("task started")
 
 	stopForwarding := forwardSignals(sigs, pid, logger)
-	status := wait(cmd)
+	var status *Status
+	if ini != nil {
+		if err := ini.release(); err != nil {
+			logger.Warn("the task's init did not hear its go; it goes on at EOF", "error", err)
+		}
+		status = ini.wait()
+	} else {
+		status = wait(cmd)
+	}
 	stopForwarding()
 
 	logger.Info("task exited", "exit_code", status.ExitCode, "signal", status.Signal, "wait_error", status.Err)
@@ -130,6 +155,10 @@ func command(spec *Spec) (*exec.Cmd, *deviceCgroup, error) {
 	}
 	root := ""
 	var cg *deviceCgroup
+	if spec.NewPID && spec.Isolation == nil {
+		closeOutputs(cmd)
+		return nil, nil, errors.New("a new PID namespace needs Isolation: the task must get a /proc of its own")
+	}
 	if spec.Isolation != nil {
 		root = spec.Isolation.Root
 		devs, err := readOnlyDevices(spec.Isolation)
@@ -140,7 +169,8 @@ func command(spec *Spec) (*exec.Cmd, *deviceCgroup, error) {
 			}
 		}
 		if err == nil {
-			err = isolate(spec.Isolation)
+			// With NewPID, init mounts the task's /proc from inside.
+			err = isolate(spec.Isolation, !spec.NewPID)
 		}
 		if err != nil {
 			closeOutputs(cmd)
@@ -203,8 +233,12 @@ func wait(cmd *exec.Cmd) *Status {
 	// keep its mount namespace alive).
 	_ = unix.Kill(-pid, unix.SIGKILL)
 
-	err := cmd.Wait()
-	st := &Status{FinishedAt: time.Now().UTC()}
+	return statusOf(cmd, cmd.Wait())
+}
+
+// statusOf is how cmd ended, from its Wait's err.
+func statusOf(cmd *exec.Cmd, err error) *Status {
+	st := &Status{FinishedAt: timeNow()}
 	var exitErr *exec.ExitError
 	if err != nil && !errors.As(err, &exitErr) {
 		st.ExitCode = -1
@@ -223,6 +257,8 @@ func wait(cmd *exec.Cmd) *Status {
 	}
 	return st
 }
+
+func timeNow() time.Time { return time.Now().UTC() }
 
 // forwardSignals passes the signals caught on sigs on to the task's
 // process group until the returned stop function is called; stop waits for

@@ -45,6 +45,10 @@ type Spec struct {
 	Caps []string
 	// NewIPC runs the task in a new IPC namespace.
 	NewIPC bool
+	// NewPID runs the task in a new PID namespace under a small init
+	// (init.go), with a /proc of its own: it sees only its own processes.
+	// It needs Isolation.
+	NewPID bool
 }
 
 // User is a task's user and groups.
