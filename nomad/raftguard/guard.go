@@ -48,6 +48,16 @@ type Transport struct {
 	hb     func(raft.RPC)
 
 	limit *helper.LogLimiter
+
+	// hbMu: the heartbeat handler runs under its read lock, and Close
+	// takes the write lock, so once Close returns no heartbeat is being
+	// handled or will be. Raft calls the handler from the transport's
+	// connection goroutines, which outlive Raft's shutdown: a heartbeat
+	// that passed Raft's own shutdown check could otherwise write the
+	// term to a log store the server closed after Raft stopped, and
+	// panic (the simulator hit it, restarting a leader under load).
+	hbMu     sync.RWMutex
+	hbClosed bool
 }
 
 // New wraps inner for the server self.
@@ -92,6 +102,12 @@ func (t *Transport) SetHeartbeatHandler(cb func(raft.RPC)) {
 		return
 	}
 	t.NetworkTransport.SetHeartbeatHandler(func(rpc raft.RPC) {
+		t.hbMu.RLock()
+		defer t.hbMu.RUnlock()
+		if t.hbClosed {
+			rpc.Respond(nil, raft.ErrTransportShutdown)
+			return
+		}
 		if err := t.Check(rpc.Command); err != nil {
 			t.refuse(rpc, err)
 			return
@@ -104,6 +120,9 @@ func (t *Transport) SetHeartbeatHandler(cb func(raft.RPC)) {
 func (t *Transport) Close() error {
 	var err error
 	t.closeOnce.Do(func() {
+		t.hbMu.Lock()
+		t.hbClosed = true
+		t.hbMu.Unlock()
 		err = t.NetworkTransport.Close()
 		close(t.doneCh)
 		t.wg.Wait()

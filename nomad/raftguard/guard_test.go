@@ -1,7 +1,10 @@
 package raftguard
 
 import (
+	"io"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/shoenig/test/must"
@@ -59,4 +62,36 @@ func TestCheckEntries(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTransport_NoHeartbeatHandledAfterClose: a heartbeat arriving on a
+// connection opened before Close (the transport's connection goroutines
+// outlive it) is refused, not handed to Raft, whose log store the server
+// closes right after.
+func TestTransport_NoHeartbeatHandledAfterClose(t *testing.T) {
+	inner, err := raft.NewTCPTransport("127.0.0.1:0", nil, 2, 5*time.Second, io.Discard)
+	must.NoError(t, err)
+	g := New(inner, "self", nil)
+	g.Start(func() raft.Configuration { return raft.Configuration{} })
+	var handled atomic.Int32
+	g.SetHeartbeatHandler(func(rpc raft.RPC) {
+		handled.Add(1)
+		rpc.Respond(&raft.AppendEntriesResponse{Term: 1, Success: true}, nil)
+	})
+	sender, err := raft.NewTCPTransport("127.0.0.1:0", nil, 2, 5*time.Second, io.Discard)
+	must.NoError(t, err)
+	defer sender.Close()
+	heartbeat := func() error {
+		req := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ID: []byte("peer"), Addr: []byte(sender.LocalAddr())}, Term: 1}
+		return sender.AppendEntries("self", inner.LocalAddr(), req, &raft.AppendEntriesResponse{})
+	}
+	must.NoError(t, heartbeat())
+	must.Eq(t, 1, handled.Load())
+
+	must.NoError(t, g.Close())
+	// The sender reuses its pooled connection, whose goroutine on the
+	// closed transport still reads.
+	err = heartbeat()
+	must.Error(t, err)
+	must.Eq(t, 1, handled.Load(), must.Sprint("a heartbeat reached Raft after the transport closed"))
 }
