@@ -176,3 +176,12 @@ func subreaper(t *testing.T) {
 		}
 	})
 }
+
+// A PID namespace without Isolation would leave the task the host's
+// /proc: it is refused, naming why.
+func TestNewPIDNeedsIsolation(t *testing.T) {
+	spec, dir := shSpec(t, "true")
+	spec.NewPID = true
+	_, err := Launch(context.Background(), "", dir, spec)
+	must.ErrorContains(t, err, "a new PID namespace needs Isolation")
+}

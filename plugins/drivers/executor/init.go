@@ -328,8 +328,9 @@ func initMain() int {
 	go func() {
 		for s := range sigs {
 			sig, ok := s.(syscall.Signal)
-			// SIGCHLD is ours; SIGURG is the Go runtime's own preemption.
-			if !ok || sig == unix.SIGCHLD || sig == unix.SIGURG {
+			// SIGCHLD is ours; SIGURG is the Go runtime's own preemption;
+			// SIGPIPE would be init writing to a gone executor.
+			if !ok || sig == unix.SIGCHLD || sig == unix.SIGURG || sig == unix.SIGPIPE {
 				continue
 			}
 			_ = unix.Kill(-pid, sig)
