@@ -73,6 +73,13 @@ func (r *Runner) stopTask(ch <-chan *drivers.ExitResult) *drivers.ExitResult {
 	defer wait.Stop()
 	select {
 	case res, ok := <-ch:
+		if !ok && r.shutdownCtx.Err() != nil {
+			// The driver closed the wait because the client is shutting
+			// down, not because the task exited: it may well still run
+			// (StopTask was cut short too), so it must not be recorded
+			// dead, or the alloc runner would release its volumes.
+			return nil
+		}
 		return exitResult(res, ok)
 	case <-wait.C:
 		return &drivers.ExitResult{Err: fmt.Errorf("task did not exit within its kill timeout %v and the grace after it", r.killTimeout)}
