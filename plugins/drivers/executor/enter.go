@@ -23,6 +23,9 @@ import (
 //	user and groups             the task's real uid, gid and groups
 //	capability bounding set     the task's: nothing the task could not do
 //	environment                 the task's initial environment
+//	cgroup (v2)                 the task's, when it has its own: its limits
+//	                            and device filter (a read-only device stays
+//	                            read-only) hold for the command too
 //
 // It needs nothing from the driver but the pid, so it serves every driver
 // that runs a process: for raw_exec the namespaces and root are the host's
@@ -126,6 +129,14 @@ func startEntered(cfg EnterConfig, view *taskView) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The cgroup directory is a host path: open it before setns too.
+	cgfd, err := openTaskCgroup(cfg.PID)
+	if err != nil {
+		return nil, err
+	}
+	if cgfd >= 0 {
+		fds = append(fds, cgfd)
+	}
 
 	// This thread's own namespaces, to go back to once the command is
 	// started. The thread is retired with its goroutine, except when it
@@ -198,6 +209,9 @@ func startEntered(cfg EnterConfig, view *taskView) (*exec.Cmd, error) {
 		SysProcAttr: &syscall.SysProcAttr{
 			Credential: &syscall.Credential{Uid: view.uid, Gid: view.gid, Groups: view.groups},
 		},
+	}
+	if cgfd >= 0 {
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, cgfd
 	}
 	if cfg.TTY {
 		cmd.SysProcAttr.Setsid = true
@@ -305,4 +319,46 @@ func parseStatus(b []byte) (*taskView, error) {
 		}
 	}
 	return v, nil
+}
+
+// openTaskCgroup opens the task's cgroup v2 directory when it differs from
+// this process's, for CLONE_INTO_CGROUP; -1 when there is nothing to join.
+// A task in a cgroup of its own that cannot be opened is an error: the
+// command must not run outside the task's limits and device filter.
+func openTaskCgroup(pid int) (int, error) {
+	task, err := cgroup2Path("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return -1, fmt.Errorf("entering task (pid %d): %w", pid, err)
+	}
+	self, err := cgroup2Path("/proc/self/cgroup")
+	if err != nil {
+		return -1, fmt.Errorf("entering task (pid %d): %w", pid, err)
+	}
+	if task == "" || task == self {
+		return -1, nil
+	}
+	root, err := cgroup2Root()
+	if err != nil {
+		return -1, fmt.Errorf("entering task (pid %d) in its cgroup %s: %w", pid, task, err)
+	}
+	fd, err := unix.Open(root+task, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("entering task (pid %d): opening its cgroup %s: %w", pid, task, err)
+	}
+	return fd, nil
+}
+
+// cgroup2Path reads the cgroup v2 path ("0::<path>") from a
+// /proc/<pid>/cgroup file; "" when the process has none.
+func cgroup2Path(file string) (string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("reading %s: %w", file, err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			return p, nil
+		}
+	}
+	return "", nil
 }

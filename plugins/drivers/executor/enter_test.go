@@ -2,8 +2,11 @@ package executor
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -63,4 +66,38 @@ func TestEnterTask_Environment(t *testing.T) {
 	_, err = EnterTask(EnterConfig{PID: task.Process.Pid, Argv: []string{"no-such-command-here"}})
 	must.ErrorContains(t, err, "no-such-command-here")
 	must.True(t, strings.Contains(err.Error(), "PATH"))
+}
+
+// TestEnterTask_JoinsCgroup: a task in a cgroup of its own (as one with a
+// read-only device is) has the entered command in that cgroup too, so the
+// task's device filter and limits hold for it.
+func TestEnterTask_JoinsCgroup(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("creating cgroups needs root")
+	}
+	root, err := cgroup2Root()
+	if err != nil {
+		t.Skipf("no cgroup v2 hierarchy: %v", err)
+	}
+	self, err := cgroup2Path("/proc/self/cgroup")
+	must.NoError(t, err)
+	cg := filepath.Join(root, self, fmt.Sprintf("berth-enter-test-%d", os.Getpid()))
+	if err := os.Mkdir(cg, 0o755); err != nil {
+		t.Skipf("cannot create a cgroup under %s: %v", root, err)
+	}
+	t.Cleanup(func() { os.Remove(cg) })
+
+	task := exec.Command("/bin/sh", "-c", "read x")
+	stdin, err := task.StdinPipe()
+	must.NoError(t, err)
+	must.NoError(t, task.Start())
+	t.Cleanup(func() { stdin.Close(); task.Wait() })
+	must.NoError(t, os.WriteFile(filepath.Join(cg, "cgroup.procs"), []byte(strconv.Itoa(task.Process.Pid)), 0o644))
+
+	var out bytes.Buffer
+	cmd, err := EnterTask(EnterConfig{PID: task.Process.Pid, Argv: []string{"cat", "/proc/self/cgroup"}, Stdout: &out, Stderr: &out})
+	must.NoError(t, err)
+	must.NoError(t, cmd.Wait())
+	want := strings.TrimPrefix(cg, root)
+	must.StrContains(t, out.String(), "0::"+want+"\n")
 }
