@@ -21,6 +21,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
+	_ "net/http/pprof" // -pprof
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -42,6 +44,7 @@ func main() {
 	flag.IntVar(&o.startConcurrency, "start-concurrency", 32, "nodes started at once")
 	flag.StringVar(&o.logLevel, "log-level", "off", "log level of the clients and server")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run (server and nodes) to this file")
+	pprofAddr := flag.String("pprof", "", "serve net/http/pprof on this loopback address (e.g. 127.0.0.1:6060), to see where a phase waits")
 	flag.Parse()
 	if err := o.validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "berth-nodesim:", err)
@@ -55,6 +58,13 @@ func main() {
 	// Progress goes to stderr whatever -log-level says.
 	progress := hclog.New(&hclog.LoggerOptions{Name: "nodesim", Level: hclog.Info, Output: os.Stderr})
 	o.progress = progress
+	if *pprofAddr != "" {
+		if err := checkLoopback(*pprofAddr); err != nil {
+			fmt.Fprintln(os.Stderr, "berth-nodesim: -pprof:", err)
+			os.Exit(2)
+		}
+		go func() { _ = http.ListenAndServe(*pprofAddr, nil) }()
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
