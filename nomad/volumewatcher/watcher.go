@@ -103,7 +103,22 @@ const (
 	// minScanInterval spaces scans of the tables out under heavy write
 	// load; a quiet cluster's change is scanned at once.
 	minScanInterval = 50 * time.Millisecond
+	// scanCostFactor spaces scans out further when they are slow: a scan
+	// reads every claimed volume with its allocs and nodes (10,000
+	// claimed volumes: tens of ms on a loaded machine), and claim churn
+	// changes the tables all the time, so back-to-back scans took a large
+	// share of the leader's CPU while 10,000 claims were released. Waiting
+	// this many times the last scan's duration keeps scans under about a
+	// tenth of a core. Releases do not wait for scans: the client's
+	// Unpublish and the claim endpoints run their pass at once.
+	scanCostFactor = 10
 )
+
+// scanGap is the least time between the start of a scan that took took
+// and the next one, when the tables keep changing.
+func scanGap(took time.Duration) time.Duration {
+	return max(minScanInterval, scanCostFactor*took)
+}
 
 // ErrNoState is returned when the Config has no State.
 var ErrNoState = errors.New("volumewatcher: no state store")
@@ -572,6 +587,7 @@ func (w *Watcher) watch(ctx context.Context) {
 	var index uint64
 	resyncAt := time.Now()
 	var lastScan time.Time
+	var lastTook time.Duration
 	for attempt := 0; ; {
 		wctx, cancel := context.WithDeadline(ctx, resyncAt)
 		idx, err := state.BlockingQueryFunc(wctx, w.cfg.State, index, watchTables)
@@ -583,7 +599,7 @@ func (w *Watcher) watch(ctx context.Context) {
 			full := !time.Now().Before(resyncAt)
 			if full {
 				resyncAt = time.Now().Add(w.cfg.ResyncInterval)
-			} else if d := minScanInterval - time.Since(lastScan); d > 0 && !helper.SleepCtx(ctx, d) {
+			} else if d := scanGap(lastTook) - time.Since(lastScan); d > 0 && !helper.SleepCtx(ctx, d) {
 				return
 			}
 			lastScan = time.Now()
@@ -591,6 +607,7 @@ func (w *Watcher) watch(ctx context.Context) {
 			if g, err = w.scan(sc, full); err == nil {
 				g.emit()
 			}
+			lastTook = time.Since(lastScan)
 		}
 		if err != nil {
 			w.logger.Warn("watching volume claims failed; retrying", "error", err)

@@ -511,3 +511,11 @@ func TestWatcher_AsksTheClientOfAGoneAllocToUnpublish(t *testing.T) {
 		must.SliceLen(t, 1, h.ctrl.callTimes())
 	})
 }
+
+// Scans space out with their cost, so that a leader with many claimed
+// volumes does not spend its CPU rescanning them while claims churn.
+func TestScanGap(t *testing.T) {
+	must.Eq(t, minScanInterval, scanGap(0))
+	must.Eq(t, minScanInterval, scanGap(minScanInterval/scanCostFactor))
+	must.Eq(t, 400*time.Millisecond, scanGap(40*time.Millisecond))
+}
