@@ -3,6 +3,7 @@ package csi
 import (
 	"context"
 	"fmt"
+	"net"
 	"path/filepath"
 	"sync/atomic"
 	"time"
@@ -12,6 +13,7 @@ import (
 	metrics "github.com/hashicorp/go-metrics"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/berth-io/berth/nomad/structs"
@@ -93,6 +95,14 @@ type Client interface {
 
 	// Retries counts the retry attempts this client has made, over all RPCs.
 	Retries() uint64
+	// Connection identifies the connection to the plugin that is up now,
+	// or is 0 while none is (before the first call, while the plugin is
+	// gone, while reconnecting). Connections are numbered 1, 2, ... as they
+	// are made. A plugin that restarted (perhaps as another version, under
+	// the same registration) is only reached again through a new
+	// connection, so what a caller learned from the plugin over connection
+	// n still holds while Connection() is n.
+	Connection() uint64
 	// Close closes the connection. Calls made after Close fail with ErrClosed.
 	Close() error
 }
@@ -109,6 +119,8 @@ type client struct {
 
 	retries atomic.Uint64
 	closed  atomic.Bool
+	// conns counts the connections dial made.
+	conns atomic.Uint64
 
 	// incrCounter and addSample record metrics; tests replace them.
 	incrCounter func(key []string, val float32, labels []metrics.Label)
@@ -166,6 +178,7 @@ func New(socketPath string, logger hclog.Logger, opts ...Option) (Client, error)
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithConnectParams(connectParams),
 		grpc.WithChainUnaryInterceptor(c.intercept),
+		grpc.WithContextDialer(c.dial),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("creating csi client for socket %q: %w", abs, err)
@@ -178,6 +191,29 @@ func New(socketPath string, logger hclog.Logger, opts ...Option) (Client, error)
 }
 
 func (c *client) Retries() uint64 { return c.retries.Load() }
+
+func (c *client) Connection() uint64 {
+	// With one address gRPC makes a new connection only once the last
+	// one is gone, so while the channel is ready the latest dial is the
+	// connection in use.
+	if c.conn.GetState() != connectivity.Ready {
+		return 0
+	}
+	return c.conns.Load()
+}
+
+// dial connects to the plugin's socket and counts the connection. It
+// ignores gRPC's rendering of the target: the client has one socket. A
+// connection is counted before gRPC can send a call over it.
+func (c *client) dial(ctx context.Context, _ string) (net.Conn, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", c.socket)
+	if err != nil {
+		return nil, err
+	}
+	c.conns.Add(1)
+	return conn, nil
+}
 
 func (c *client) Close() error {
 	if c.closed.Swap(true) {

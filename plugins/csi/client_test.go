@@ -119,7 +119,9 @@ func TestClient_PluginNotYetUp(t *testing.T) {
 }
 
 // A plugin that restarts on the same socket is picked up again, within
-// about a second of coming back, by one call that retries meanwhile.
+// about a second of coming back, by one call that retries meanwhile; the
+// client counts the new connection, which tells callers that cached what
+// the plugin said that they may be talking to another process.
 func TestClient_ReconnectsAfterPluginRestart(t *testing.T) {
 	sock := socketPath(t)
 	first := fake.Start(t, sock)
@@ -128,15 +130,23 @@ func TestClient_ReconnectsAfterPluginRestart(t *testing.T) {
 		WithBackoff(ExponentialBackoff(10*time.Millisecond, 50*time.Millisecond, nil)))
 	must.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
+	must.EqOp(t, 0, c.Connection(), must.Sprint("New does not connect"))
 
 	_, err = c.Probe(testCtx(t))
 	must.NoError(t, err)
 	must.EqOp(t, 1, first.Calls("Probe"))
+	_, err = c.Probe(testCtx(t))
+	must.NoError(t, err)
+	must.EqOp(t, 1, c.Connection(), must.Sprint("calls share the connection"))
 
 	// The plugin goes away, socket and all.
 	first.Stop()
 	_, err = os.Stat(sock)
 	must.True(t, os.IsNotExist(err), must.Sprint("socket should be removed"))
+	must.Wait(t, wait.InitialSuccess(
+		wait.BoolFunc(func() bool { return c.Connection() == 0 }),
+		wait.Timeout(10*time.Second), wait.Gap(5*time.Millisecond)),
+		must.Sprint("the connection should be down once the plugin stopped"))
 
 	// Calls fail while it is gone. The short ctx ends the retries.
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
@@ -151,6 +161,7 @@ func TestClient_ReconnectsAfterPluginRestart(t *testing.T) {
 	must.NoError(t, err)
 	must.True(t, ready)
 	must.EqOp(t, 1, second.Calls("Probe"))
+	must.EqOp(t, 2, c.Connection(), must.Sprint("a new connection; failed dials while it was gone are not counted"))
 	// gRPC's reconnect backoff is capped at 1s (+20% jitter).
 	must.Less(t, 3*time.Second, time.Since(start))
 }

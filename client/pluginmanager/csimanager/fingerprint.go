@@ -29,6 +29,9 @@ type probeResult struct {
 	NodeInfoErr error
 	NodeCaps    *csi.NodeCapabilitySet
 	NodeCapsErr error
+	// nodeCapsConn is the connection NodeCaps was asked over
+	// (csi.Client.Connection before the call).
+	nodeCapsConn uint64
 	// Controller plugins.
 	ControllerCaps    *structs.CSIControllerInfo
 	ControllerCapsErr error

@@ -97,6 +97,7 @@ func (i *instance) fingerprint(ctx context.Context, cache *fingerprintCache) *pr
 			cache.nodeInfo, r.NodeInfoErr = i.client.NodeGetInfo(ctx)
 		}
 		r.NodeInfo = cache.nodeInfo
+		r.nodeCapsConn = i.client.Connection()
 		r.NodeCaps, r.NodeCapsErr = i.client.NodeGetCapabilities(ctx)
 	case dynamicplugins.PluginTypeCSIController:
 		r.ControllerCaps, r.ControllerCapsErr = i.client.ControllerGetCapabilities(ctx)
@@ -124,6 +125,7 @@ func (i *instance) publish(info *structs.CSIInfo, r *probeResult) {
 			}
 			ready = true
 		}
+		i.vm.learn(r.nodeCapsConn, r.NodeCaps)
 	}
 	i.lock.Unlock()
 	if changed {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -29,8 +30,9 @@ type VolumeManager interface {
 	// NodeStage when the plugin advertises STAGE_UNSTAGE_VOLUME and no other
 	// alloc on this node uses (vol, usage) yet, then NodePublish unless the
 	// publish path is already a mount point (a mount left by an earlier
-	// attempt is reused). The plugin's capabilities are read afresh for
-	// each call: a plugin upgraded in place may have gained or lost staging.
+	// attempt is reused). The plugin's capabilities are read again after
+	// it restarted: a plugin upgraded in place may have gained or lost
+	// staging.
 	// publishContext comes from the claim (ControllerPublish).
 	MountVolume(ctx context.Context, vol *structs.CSIVolume, alloc *structs.Allocation, usage *UsageOptions, publishContext map[string]string) (*MountInfo, error)
 	// UnmountVolume undoes MountVolume for one alloc: NodeUnpublish, then
@@ -80,19 +82,44 @@ type volumeManager struct {
 	logger         hclog.Logger
 	// published records what is published, for volume stats.
 	published *publishedSet
+	// caps is what stages last learned, or nil.
+	caps atomic.Pointer[stagingCaps]
 }
 
-// stages asks the plugin, now, whether it stages volumes. It is asked at
-// each decision rather than remembered from the fingerprint: a plugin task
-// restarted with a new version keeps its registration, and a fingerprint
-// is up to FingerprintInterval old. The call is one local RPC (well under
-// a millisecond), next to a stage or publish that mounts.
+// stagingCaps is whether the plugin stages, as it said over connection
+// conn.
+type stagingCaps struct {
+	conn   uint64
+	stages bool
+}
+
+// stages says whether the plugin stages volumes. The answer read over the
+// connection still in use is reused (from the fingerprint or an earlier
+// call): a plugin's capabilities change only when its process does, and a
+// restarted plugin task (perhaps a new version under the same
+// registration) is only reached through a new connection, so then, or
+// while no connection is up, the plugin is asked again first. Asking at
+// every mount and unmount cost a plugin round trip on the claim path.
 func (v *volumeManager) stages(ctx context.Context) (bool, error) {
+	conn := v.client.Connection()
+	if c := v.caps.Load(); c != nil && conn != 0 && c.conn == conn {
+		return c.stages, nil
+	}
 	caps, err := v.client.NodeGetCapabilities(ctx)
 	if err != nil {
 		return false, fmt.Errorf("reading the node plugin's capabilities: %w", err)
 	}
+	v.learn(conn, caps)
 	return caps.StageUnstageVolume, nil
+}
+
+// learn records what the plugin said about itself over connection conn,
+// read before the call was made, when that connection was still up after
+// it: then the answer certainly came over it.
+func (v *volumeManager) learn(conn uint64, caps *csi.NodeCapabilitySet) {
+	if conn != 0 && v.client.Connection() == conn {
+		v.caps.Store(&stagingCaps{conn: conn, stages: caps.StageUnstageVolume})
+	}
 }
 
 var _ VolumeManager = (*volumeManager)(nil)

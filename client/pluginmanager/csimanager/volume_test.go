@@ -8,6 +8,7 @@ import (
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/shoenig/test/must"
+	"github.com/shoenig/test/wait"
 	"google.golang.org/grpc/codes"
 
 	"github.com/berth-io/berth/client/dynamicplugins"
@@ -201,53 +202,85 @@ func TestVolumeManager_PluginInItsOwnMountNamespaceGetsItsPaths(t *testing.T) {
 	must.Eq(t, 0, p.Calls("NodeUnstageVolume"))
 }
 
-// TestVolumeManager_StagesByTheCapabilityReadAtEachCall: a plugin without
-// STAGE_UNSTAGE_VOLUME is never staged; a plugin upgraded in place (same
+// TestVolumeManager_StagesByTheCapabilityOfTheRunningPlugin: a plugin
+// without STAGE_UNSTAGE_VOLUME is never staged; mounting and unmounting do
+// not ask the plugin for its capabilities again while it runs (the
+// fingerprint read them); a plugin restarted as another version (same
 // registration, no new fingerprint) is asked again at the next mount and
-// unmount; a volume staged before the upgrade dropped the capability is
+// unmount; a volume staged before a restart dropped the capability is
 // still unstaged.
-func TestVolumeManager_StagesByTheCapabilityReadAtEachCall(t *testing.T) {
+func TestVolumeManager_StagesByTheCapabilityOfTheRunningPlugin(t *testing.T) {
 	sock := socketPath(t)
 	p := fake.Start(t, sock)
 	noStage := []csipb.NodeServiceCapability_RPC_Type{csipb.NodeServiceCapability_RPC_GET_VOLUME_STATS}
+	stage := []csipb.NodeServiceCapability_RPC_Type{csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME}
 	p.Configure(func(s *fake.Settings) { s.NodeCapabilities = noStage })
 	h := newManagerHarness(t, state.NewMemDB(), t.TempDir(), nil) // FingerprintInterval is an hour
 	h.register("fakeplug", dynamicplugins.PluginTypeCSINode, sock, "plugin-alloc")
 	vm := h.nodePlugin("fakeplug")
 	ctx := context.Background()
 	ref := func(id string) VolumeRef { return VolumeRef{Namespace: "default", ID: id, ExternalID: "ext-" + id} }
+	restartAs := func(caps []csipb.NodeServiceCapability_RPC_Type) {
+		t.Helper()
+		p.Stop()
+		// A real plugin takes far longer to restart than the client takes
+		// to see its connection close; the fake restarts at once.
+		must.Wait(t, wait.InitialSuccess(
+			wait.BoolFunc(func() bool { return vm.(*volumeManager).client.Connection() == 0 }),
+			wait.Timeout(10*time.Second), wait.Gap(5*time.Millisecond)))
+		p.Configure(func(s *fake.Settings) { s.NodeCapabilities = caps })
+		must.NoError(t, p.Listen(sock))
+	}
 
-	// Node-only, no staging: publish and unpublish alone.
+	// Node-only, no staging: publish and unpublish alone, and no
+	// capability RPC beyond the fingerprint's.
+	asked := p.Calls("NodeGetCapabilities")
+	must.Positive(t, asked, must.Sprint("the fingerprint read the capabilities"))
 	_, err := vm.MountVolume(ctx, testVolume("v1"), alloc("a1"), rwUsage, nil)
 	must.NoError(t, err)
 	must.Eq(t, 0, p.Calls("NodeStageVolume"))
 	must.Eq(t, "", p.LastRequest("NodePublishVolume").(*csipb.NodePublishVolumeRequest).GetStagingTargetPath())
 	must.NoError(t, vm.UnmountVolume(ctx, ref("v1"), "a1", rwUsage))
 	must.Eq(t, 0, p.Calls("NodeUnstageVolume"))
+	must.Eq(t, asked, p.Calls("NodeGetCapabilities"), must.Sprint("mount and unmount reuse the fingerprint's answer"))
 
-	// Upgraded in place to a plugin that stages: the next mount stages.
-	p.Configure(func(s *fake.Settings) {
-		s.NodeCapabilities = []csipb.NodeServiceCapability_RPC_Type{csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME}
-	})
+	// Restarted as a version that stages: the next mount asks and stages;
+	// the one after reuses that answer.
+	restartAs(stage)
 	_, err = vm.MountVolume(ctx, testVolume("v2"), alloc("a2"), rwUsage, nil)
 	must.NoError(t, err)
 	must.Eq(t, 1, p.Calls("NodeStageVolume"))
 	must.NotEq(t, "", p.LastRequest("NodePublishVolume").(*csipb.NodePublishVolumeRequest).GetStagingTargetPath())
+	// The ask that reconnected cannot tell which process answered, so the
+	// next mount asks once more over the connection now up; then no more.
+	_, err = vm.MountVolume(ctx, testVolume("v2"), alloc("a2b"), rwUsage, nil)
+	must.NoError(t, err)
+	asked = p.Calls("NodeGetCapabilities")
+	_, err = vm.MountVolume(ctx, testVolume("v5"), alloc("a5"), rwUsage, nil)
+	must.NoError(t, err)
+	must.NoError(t, vm.UnmountVolume(ctx, ref("v5"), "a5", rwUsage))
+	must.Eq(t, asked, p.Calls("NodeGetCapabilities"), must.Sprint("asked again only after the restart"))
+	must.Eq(t, 2, p.Calls("NodeStageVolume"))
+	must.Eq(t, 1, p.Calls("NodeUnstageVolume"))
 
-	// Downgraded again while v2 is staged: a new volume is not staged, and
-	// v2, which this client staged, is still unstaged on release.
-	p.Configure(func(s *fake.Settings) { s.NodeCapabilities = noStage })
+	// Restarted without staging while v2 is staged: a new volume is not
+	// staged, and v2, which this client staged, is still unstaged once its
+	// last user leaves.
+	restartAs(noStage)
 	_, err = vm.MountVolume(ctx, testVolume("v3"), alloc("a3"), rwUsage, nil)
 	must.NoError(t, err)
-	must.Eq(t, 1, p.Calls("NodeStageVolume"))
+	must.Eq(t, 2, p.Calls("NodeStageVolume"))
 	must.NoError(t, vm.UnmountVolume(ctx, ref("v2"), "a2", rwUsage))
-	must.Eq(t, 1, p.Calls("NodeUnstageVolume"))
+	must.NoError(t, vm.UnmountVolume(ctx, ref("v2"), "a2b", rwUsage))
+	must.Eq(t, 2, p.Calls("NodeUnstageVolume"))
 	must.NoError(t, vm.UnmountVolume(ctx, ref("v3"), "a3", rwUsage))
-	must.Eq(t, 1, p.Calls("NodeUnstageVolume"), must.Sprint("v3 was never staged"))
+	must.Eq(t, 2, p.Calls("NodeUnstageVolume"), must.Sprint("v3 was never staged"))
 
-	// A plugin that cannot say what it does gets no stage or publish.
+	// A restarted plugin that cannot say what it does gets no stage or
+	// publish.
+	restartAs(noStage)
 	p.NextErr("NodeGetCapabilities", codes.Unavailable, codes.Unavailable, codes.Unavailable)
 	_, err = vm.MountVolume(ctx, testVolume("v4"), alloc("a4"), rwUsage, nil)
 	must.ErrorContains(t, err, "capabilities")
-	must.Eq(t, 3, p.Calls("NodePublishVolume"))
+	must.Eq(t, 5, p.Calls("NodePublishVolume"))
 }
