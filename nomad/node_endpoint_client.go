@@ -124,9 +124,36 @@ func (n *NodeEndpoint) GetClientAllocs(args *structs.NodeSpecificRequest, reply 
 			return 0, err
 		}
 		var index uint64
-		reply.Allocs, index = copyAllocs(allocs)
+		reply.Allocs, index = clientAllocs(allocs, args.MinQueryIndex)
 		return index, nil
 	})
+}
+
+// clientAllocs is the reply to a client that already holds what the
+// servers had at index since (its last reply's index; 0 for none). An
+// alloc that ended and whose server-side fields did not change since is
+// sent as a stub: ID, indexes and statuses, which is all the client reads
+// of it (it ignores an unknown alloc that ended, and acts on a known one
+// only when AllocModifyIndex grew). The rest is a deep copy, as before.
+// The stubs spare copying (and, remotely, encoding) every stopped alloc
+// kept until GC at each wake, which put the node's history on the path
+// of every new alloc to its client.
+func clientAllocs(allocs []*structs.Allocation, since uint64) ([]*structs.Allocation, uint64) {
+	out := make([]*structs.Allocation, 0, len(allocs))
+	var index uint64
+	for _, a := range allocs {
+		index = max(index, a.ModifyIndex)
+		if since > 0 && a.AllocModifyIndex <= since && a.TerminalStatus() {
+			out = append(out, &structs.Allocation{
+				ID: a.ID, Namespace: a.Namespace, NodeID: a.NodeID, JobID: a.JobID, Name: a.Name,
+				DesiredStatus: a.DesiredStatus, ClientStatus: a.ClientStatus,
+				CreateIndex: a.CreateIndex, ModifyIndex: a.ModifyIndex, AllocModifyIndex: a.AllocModifyIndex,
+			})
+			continue
+		}
+		out = append(out, a.Copy())
+	}
+	return out, index
 }
 
 // UpdateAlloc records what clients report about their allocs — client

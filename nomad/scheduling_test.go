@@ -463,6 +463,49 @@ func TestNode_GetClientAllocs(t *testing.T) {
 	must.NoError(t, r.err)
 	must.SliceLen(t, 2, r.reply.Allocs)
 	must.Greater(t, reply.Index, r.reply.Index)
+
+	// Once stopped, "web"'s alloc comes in full to the query that sees the
+	// stop, and as a stub to the next: the client has it already. "api",
+	// still live, always comes in full; a client that starts over (index
+	// 0) gets everything in full.
+	web := live(t, s, "web")[0]
+	stopJob(t, s, "web", false)
+	waitStopped(t, s, web.ID)
+	byID := func(req *structs.NodeSpecificRequest) (map[string]*structs.Allocation, uint64) {
+		t.Helper()
+		var reply structs.NodeAllocsResponse
+		must.NoError(t, s.RPC("Node.GetClientAllocs", req, &reply))
+		out := map[string]*structs.Allocation{}
+		for _, a := range reply.Allocs {
+			out[a.ID] = a
+		}
+		must.MapLen(t, 2, out)
+		return out, reply.Index
+	}
+	req := &structs.NodeSpecificRequest{NodeID: node.ID, SecretID: node.SecretID}
+	req.AuthToken = node.SecretID
+	req.MinQueryIndex = r.reply.Index
+	seen, index := byID(req)
+	must.NotNil(t, seen[web.ID].Job, must.Sprint("the stop is news: in full"))
+	must.Eq(t, structs.AllocDesiredStatusStop, seen[web.ID].DesiredStatus)
+
+	req.MinQueryIndex = index
+	req.MaxQueryTime = time.Millisecond // nothing new: times out
+	again, _ := byID(req)
+	stub := again[web.ID]
+	must.Nil(t, stub.Job, must.Sprint("a stopped alloc the client has is a stub"))
+	must.Nil(t, stub.TaskStates)
+	must.True(t, stub.TerminalStatus())
+	must.Eq(t, seen[web.ID].AllocModifyIndex, stub.AllocModifyIndex)
+	for id, a := range again {
+		if id != web.ID {
+			must.NotNil(t, a.Job, must.Sprint("a live alloc is always in full"))
+		}
+	}
+
+	req.MinQueryIndex = 0
+	fresh, _ := byID(req)
+	must.NotNil(t, fresh[web.ID].Job, must.Sprint("a client starting over gets everything in full"))
 }
 
 func TestNode_UpdateAllocFailedIsRescheduled(t *testing.T) {

@@ -258,7 +258,10 @@ type AllocListResponse struct {
 	QueryMeta
 }
 
-// NodeAllocsResponse carries a node's allocs in full, for the client.
+// NodeAllocsResponse carries a node's allocs for the client: in full,
+// except those that ended and whose AllocModifyIndex is at most the
+// request's MinQueryIndex (the client has them already), which are stubs
+// with only IDs, names, indexes and statuses.
 type NodeAllocsResponse struct {
 	Allocs []*Allocation
 	QueryMeta
