@@ -30,6 +30,21 @@ func (j *Jobs) Revert(jobID string, version uint64, enforcePriorVersion *uint64,
 	return &resp, wm, nil
 }
 
+// Stable marks one kept version of a job stable or not (PUT
+// /v1/job/:id/stable). Berth has no deployments: only this sets it.
+func (j *Jobs) Stable(jobID string, version uint64, stable bool, w *WriteOptions) (*WriteMeta, error) {
+	var resp struct{ Index uint64 }
+	req := &JobStabilityRequest{JobID: jobID, JobVersion: version, Stable: stable}
+	return j.c.write("PUT", "/v1/job/"+url.PathEscape(jobID)+"/stable", req, &resp, w)
+}
+
+// JobStabilityRequest is the body of PUT /v1/job/:id/stable.
+type JobStabilityRequest struct {
+	JobID      string
+	JobVersion uint64
+	Stable     bool
+}
+
 // JobVersionsResponse is the body of GET /v1/job/:id/versions.
 type JobVersionsResponse struct {
 	Versions []*Job

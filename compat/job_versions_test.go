@@ -62,6 +62,16 @@ func TestCompat_JobVersions(t *testing.T) {
 	must.Eq(t, 2, *job.Version)
 	must.Eq(t, 1, *job.TaskGroups[0].Count)
 
+	st, wm, err := client.Jobs().Stable("hist", 1, true, nil)
+	must.NoError(t, err)
+	must.Positive(t, wm.LastIndex)
+	must.Eq(t, wm.LastIndex, st.JobModifyIndex)
+	versions, _, _, err = client.Jobs().Versions("hist", false, nil)
+	must.NoError(t, err)
+	must.Eq(t, 1, *versions[1].Version)
+	must.True(t, *versions[1].Stable)
+	must.False(t, *versions[0].Stable)
+
 	_, _, err = client.Jobs().Deregister("hist", true, nil)
 	must.NoError(t, err)
 	_, _, _, err = client.Jobs().Versions("hist", true, nil)

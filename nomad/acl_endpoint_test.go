@@ -236,6 +236,7 @@ var wantRules = map[string]string{
 	"Job.Plan": "namespace:submit-job+extra", "Job.GetJob": "namespace:read-job", "Job.List": "namespace:list-jobs",
 	"Job.Allocations": "namespace:read-job", "Job.Evaluations": "namespace:read-job",
 	"Job.GetJobVersions": "namespace:read-job", "Job.Revert": "namespace:submit-job",
+	"Job.Stable":     "namespace:submit-job",
 	"Alloc.GetAlloc": "namespace:read-job+node", "Alloc.List": "namespace:read-job",
 	"Eval.GetEval": "namespace:read-job", "Eval.List": "namespace:read-job",
 	"CSIVolume.Register": "namespace:csi-write-volume", "CSIVolume.Deregister": "namespace:csi-write-volume",

@@ -144,6 +144,8 @@ func (f *FSM) Apply(log *raft.Log) any {
 		err = f.applyJobRegister(buf, index)
 	case structs.JobDeregisterRequestType:
 		err = f.applyJobDeregister(buf, index)
+	case structs.JobStabilityRequestType:
+		err = f.applyJobStability(buf, index)
 	case structs.EvalUpdateRequestType:
 		err = f.applyEvalUpdate(buf, index)
 	case structs.EvalDeleteRequestType:
@@ -266,6 +268,14 @@ func (f *FSM) applyJobDeregister(buf []byte, index uint64) error {
 		return f.State().DeleteJob(index, ns, req.JobID, evalList(req.Eval)...)
 	}
 	return f.State().StopJobKeeping(index, ns, req.JobID, req.TrackedVersions, req.Timestamp, evalList(req.Eval)...)
+}
+
+func (f *FSM) applyJobStability(buf []byte, index uint64) error {
+	var req structs.JobStabilityRequest
+	if err := decodeRequest(buf, &req); err != nil {
+		return err
+	}
+	return f.State().UpdateJobStability(index, req.RequestNamespace(), req.JobID, req.JobVersion, req.Stable)
 }
 
 func evalList(e *structs.Evaluation) []*structs.Evaluation {

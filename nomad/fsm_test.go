@@ -343,6 +343,15 @@ func TestFSM_ApplyEachMessageType(t *testing.T) {
 			},
 		},
 		{
+			name: "job stability", mt: structs.JobStabilityRequestType,
+			req: &structs.JobStabilityRequest{JobID: "web", JobVersion: 0, Stable: true},
+			check: func(t *testing.T, s *state.StateStore) {
+				j, _ := s.JobByID(nil, structs.DefaultNamespace, "web")
+				must.True(t, j.Stable)
+				must.Eq(t, 100, j.ModifyIndex)
+			},
+		},
+		{
 			name: "plugin delete", mt: structs.CSIPluginDeleteRequestType,
 			req: &structs.CSIPluginDeleteRequest{ID: "ebs"},
 			check: func(t *testing.T, s *state.StateStore) {

@@ -265,6 +265,38 @@ func (j *JobEndpoint) Revert(args *structs.JobRevertRequest, reply *structs.JobR
 	return j.Register(reg, reply)
 }
 
+// Stable marks one kept version of a job stable (or not), as Nomad's
+// deployments do when one succeeds; Berth has none, so only this sets it.
+func (j *JobEndpoint) Stable(args *structs.JobStabilityRequest, reply *structs.GenericResponse) (err error) {
+	defer wire(&err)
+	defer measureRPC(structs.MethodJobStable, time.Now())
+	if done, err := j.srv.forward(structs.MethodJobStable, args, args, reply); done {
+		return err
+	}
+	if args.JobID == "" {
+		return structs.NewError(structs.CodeInvalid, "job stability: missing job ID")
+	}
+	ns := args.RequestNamespace()
+	if ns == structs.AllNamespaces {
+		return structs.NewError(structs.CodeInvalid, "job stability %q: namespace %q is only for listing; name the job's namespace", args.JobID, ns)
+	}
+	v, err := j.srv.State().JobByIDAndVersion(nil, ns, args.JobID, args.JobVersion)
+	if err != nil {
+		return err
+	}
+	if v == nil {
+		return structs.NewError(structs.CodeNotFound, "job %q has no version %d kept in namespace %q; see 'berth job history %s'",
+			args.JobID, args.JobVersion, ns, args.JobID)
+	}
+	args.Namespace = ns
+	_, index, err := j.srv.raftApply(structs.JobStabilityRequestType, args)
+	if err != nil {
+		return fmt.Errorf("marking version %d of job %q: %w", args.JobVersion, args.JobID, err)
+	}
+	reply.Index = index
+	return nil
+}
+
 // trackedVersions is how many versions of a job this server keeps.
 func (j *JobEndpoint) trackedVersions() int {
 	if n := j.srv.config.JobTrackedVersions; n > 0 {

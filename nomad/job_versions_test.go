@@ -77,6 +77,19 @@ func TestJob_VersionsAndRevert(t *testing.T) {
 	_, err = revert(s, "", "nope", 0, nil)
 	must.Eq(t, structs.CodeNotFound, structs.CodeOf(err))
 
+	// Stable marks a kept version; an unknown one is NotFound.
+	stable := &structs.JobStabilityRequest{JobID: "web", JobVersion: 3, Stable: true}
+	must.NoError(t, s.RPC(structs.MethodJobStable, stable, &structs.GenericResponse{}))
+	vs, err = jobVersions(t, s, "", "", "web")
+	must.NoError(t, err)
+	must.Eq(t, []uint64{4, 3, 2}, versionNumbers(vs))
+	must.False(t, vs[0].Stable)
+	must.True(t, vs[1].Stable)
+	stable.JobVersion = 0
+	err = s.RPC(structs.MethodJobStable, stable, &structs.GenericResponse{})
+	must.Eq(t, structs.CodeNotFound, structs.CodeOf(err))
+	must.ErrorContains(t, err, "no version 0 kept")
+
 	// A purge drops the versions with the job.
 	dereg := &structs.JobDeregisterRequest{JobID: "web", Purge: true}
 	must.NoError(t, s.RPC(structs.MethodJobDeregister, dereg, &structs.JobDeregisterResponse{}))
@@ -121,6 +134,12 @@ func TestJob_VersionsACL(t *testing.T) {
 
 	_, err = revert(s, reader, "db", 1, nil)
 	must.Eq(t, structs.CodePermissionDenied, structs.CodeOf(err))
+	stable := &structs.JobStabilityRequest{JobID: "db", JobVersion: 1, Stable: true}
+	stable.AuthToken = reader
+	err = s.RPC(structs.MethodJobStable, stable, &structs.GenericResponse{})
+	must.Eq(t, structs.CodePermissionDenied, structs.CodeOf(err))
+	stable.AuthToken = submitter
+	must.NoError(t, s.RPC(structs.MethodJobStable, stable, &structs.GenericResponse{}))
 	_, err = revert(s, submitter, "db", 0, nil)
 	must.Eq(t, structs.CodePermissionDenied, structs.CodeOf(err), must.Sprint("version 0 mounts a CSI volume"))
 	must.ErrorContains(t, err, "csi-mount-volume")

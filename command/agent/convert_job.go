@@ -147,7 +147,7 @@ func jobToAPI(j *structs.Job, region string) *api.Job {
 		ParentID:          ptr(""),
 		Status:            ptr(j.Status),
 		StatusDescription: ptr(""),
-		Stable:            ptr(false),
+		Stable:            ptr(j.Stable),
 		Version:           ptr(j.Version),
 		SubmitTime:        ptr(j.SubmitTime),
 		CreateIndex:       ptr(j.CreateIndex),

@@ -23,6 +23,7 @@ import (
 //	PUT|POST   /v1/job/:id/plan {"Job": {...}}   dry run
 //	GET        /v1/job/:id/versions[?diffs=true]   kept versions, newest first
 //	PUT|POST   /v1/job/:id/revert {"JobVersion": n}
+//	PUT|POST   /v1/job/:id/stable {"JobVersion": n, "Stable": true}
 
 // jobRegisterReply is Nomad's reply to a job registration.
 type jobRegisterReply struct {
@@ -232,6 +233,8 @@ func (s *HTTPServer) jobRequest(w http.ResponseWriter, r *http.Request) (any, er
 		return s.jobVersions(w, r, strings.TrimSuffix(rest, "/versions"))
 	case strings.HasSuffix(rest, "/revert"):
 		return s.jobRevert(w, r, strings.TrimSuffix(rest, "/revert"))
+	case strings.HasSuffix(rest, "/stable"):
+		return s.jobStable(w, r, strings.TrimSuffix(rest, "/stable"))
 	case strings.HasSuffix(rest, "/deployments"):
 		return s.jobDeployments(w, r, strings.TrimSuffix(rest, "/deployments"))
 	case rest == "" || strings.Contains(rest, "/"):
@@ -417,6 +420,35 @@ func (s *HTTPServer) jobRevert(w http.ResponseWriter, r *http.Request, id string
 		EvalID: reply.EvalID, EvalCreateIndex: reply.EvalCreateIndex, JobModifyIndex: reply.JobModifyIndex,
 		Warnings: reply.Warnings, Index: reply.Index,
 	}, nil
+}
+
+// jobStabilityReply is Nomad's reply to PUT /v1/job/:id/stable.
+type jobStabilityReply struct {
+	JobModifyIndex uint64
+	Index          uint64
+}
+
+// jobStable is PUT /v1/job/:id/stable: mark a kept version stable or
+// not. The body's JobID, when set, must be the path's.
+func (s *HTTPServer) jobStable(w http.ResponseWriter, r *http.Request, id string) (any, error) {
+	if r.Method != http.MethodPut && r.Method != http.MethodPost {
+		return nil, methodNotAllowed(r)
+	}
+	var body api.JobStabilityRequest
+	if err := decodeBody(r, &body); err != nil {
+		return nil, err
+	}
+	if body.JobID != "" && body.JobID != id {
+		return nil, CodedError(http.StatusBadRequest, "job ID "+strconv.Quote(body.JobID)+" in the body does not match "+strconv.Quote(id)+" in the path")
+	}
+	args := structs.JobStabilityRequest{JobID: id, JobVersion: body.JobVersion, Stable: body.Stable}
+	parseWrite(r, &args.WriteRequest)
+	var reply structs.GenericResponse
+	if err := s.agent.RPC(structs.MethodJobStable, &args, &reply); err != nil {
+		return nil, err
+	}
+	setIndex(w, reply.Index)
+	return jobStabilityReply{JobModifyIndex: reply.Index, Index: reply.Index}, nil
 }
 
 // jobDeployments is GET /v1/job/:id/deployments: always empty, as Berth

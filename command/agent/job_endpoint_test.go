@@ -249,6 +249,12 @@ func TestHTTP_JobVersionsAndRevert(t *testing.T) {
 	must.Eq(t, 2, *job.Version)
 	must.Eq(t, 1, *job.TaskGroups[0].Count)
 
+	st, resp := decode[jobStabilityReply](t, a, http.MethodPut, "/v1/job/db/stable", api.JobStabilityRequest{JobVersion: 1, Stable: true})
+	must.Eq(t, st.Index, index(t, resp))
+	must.Eq(t, st.Index, st.JobModifyIndex)
+	after, _ := decode[api.JobVersionsResponse](t, a, http.MethodGet, "/v1/job/db/versions", nil)
+	must.Eq(t, []bool{false, true, false}, []bool{*after.Versions[0].Stable, *after.Versions[1].Stable, *after.Versions[2].Stable})
+
 	prior := uint64(1)
 	cases := []struct {
 		name, method, path string
@@ -267,6 +273,9 @@ func TestHTTP_JobVersionsAndRevert(t *testing.T) {
 		{"revert enforce prior", "PUT", "/v1/job/db/revert", api.JobRevertRequest{JobVersion: 0, EnforcePriorVersion: &prior}, 409, "at version 2, not 1"},
 		{"revert body and path disagree", "PUT", "/v1/job/db/revert", api.JobRevertRequest{JobID: "other"}, 400, "does not match"},
 		{"revert unknown job", "PUT", "/v1/job/nope/revert", api.JobRevertRequest{}, 404, `job "nope" not found`},
+		{"stable unknown version", "PUT", "/v1/job/db/stable", api.JobStabilityRequest{JobVersion: 9, Stable: true}, 404, "no version 9 kept"},
+		{"stable method", "GET", "/v1/job/db/stable", nil, 405, "not allowed"},
+		{"stable body and path disagree", "PUT", "/v1/job/db/stable", api.JobStabilityRequest{JobID: "other"}, 400, "does not match"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -132,6 +132,7 @@ var table = []Endpoint{
 	read(structs.MethodJobGetJobVersions, ns(acl.CapReadJob)),
 	// Revert also authorizes the spec it restores as Job.Register.
 	write(structs.MethodJobRevert, ns(acl.CapSubmitJob)),
+	write(structs.MethodJobStable, ns(acl.CapSubmitJob)),
 
 	read(structs.MethodAllocGetAlloc, nsOrNode(acl.CapReadJob)),
 	read(structs.MethodAllocList, ns(acl.CapReadJob)),

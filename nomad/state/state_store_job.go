@@ -144,15 +144,18 @@ func upsertJobTxn(txn *writeTxn, job *structs.Job, keep int) error {
 		if jobSpecChanged(existing, j) {
 			j.Version = existing.Version + 1
 			j.JobModifyIndex = txn.index
+			j.Stable = false
 		} else {
 			j.Version = existing.Version
 			j.JobModifyIndex = existing.JobModifyIndex
+			j.Stable = existing.Stable
 		}
 	} else {
 		j.CreateIndex = txn.index
 		j.JobModifyIndex = txn.index
 		j.Version = 0
 		j.Status = structs.JobStatusPending
+		j.Stable = false
 	}
 	j.ModifyIndex = txn.index
 	if err := txn.Insert(TableJobs, j); err != nil {
@@ -170,7 +173,7 @@ func upsertJobTxn(txn *writeTxn, job *structs.Job, keep int) error {
 func jobSpecChanged(a, b *structs.Job) bool {
 	strip := func(j *structs.Job) structs.Job {
 		c := *j
-		c.Status, c.Version, c.SubmitTime = "", 0, 0
+		c.Status, c.Version, c.SubmitTime, c.Stable = "", 0, 0, false
 		c.CreateIndex, c.ModifyIndex, c.JobModifyIndex = 0, 0, 0
 		return c
 	}

@@ -89,6 +89,37 @@ func upsertJobVersionTxn(txn *writeTxn, j *structs.Job, keep int) error {
 	return nil
 }
 
+// UpdateJobStability marks one kept version of a job stable or not; when
+// it is the version in force, the job too. A job or version not kept is
+// CodeNotFound. It is no new version.
+func (s *StateStore) UpdateJobStability(index uint64, ns, id string, version uint64, stable bool) error {
+	txn := s.writeTxn(index)
+	defer txn.Abort()
+	raw, err := txn.First(TableJobVersions, IndexID, ns, id, version)
+	if err != nil {
+		return fmt.Errorf("reading version %d of job %q: %w", version, id, err)
+	}
+	if raw == nil {
+		return structs.NewError(structs.CodeNotFound, "job %q has no version %d kept in namespace %q", id, version, ns)
+	}
+	v := raw.(*structs.Job).Copy()
+	v.Stable = stable
+	v.ModifyIndex = index
+	if err := txn.Insert(TableJobVersions, v); err != nil {
+		return fmt.Errorf("marking version %d of job %q: %w", version, id, err)
+	}
+	cur, err := jobTxn(txn, ns, id)
+	if err != nil {
+		return err
+	}
+	if cur != nil && cur.Version == version {
+		if err := txn.Insert(TableJobs, v); err != nil {
+			return fmt.Errorf("marking job %q: %w", id, err)
+		}
+	}
+	return txn.commit()
+}
+
 // deleteJobVersionsTxn removes every kept version of a job (on purge).
 func deleteJobVersionsTxn(txn *writeTxn, ns, id string) error {
 	if _, err := txn.DeleteAll(TableJobVersions, IndexJob, ns, id); err != nil {

@@ -146,3 +146,47 @@ func fired(ws memdb.WatchSet) bool {
 	}
 	return false
 }
+
+func TestJobVersions_Stability(t *testing.T) {
+	s := testStore(t)
+	must.NoError(t, s.UpsertJob(1, mockJob("default", "web")))
+	j := mockJob("default", "web")
+	j.Priority = 70
+	must.NoError(t, s.UpsertJob(2, j))
+
+	// An old version: its row only.
+	must.NoError(t, s.UpdateJobStability(3, "default", "web", 0, true))
+	v0, err := s.JobByIDAndVersion(nil, "default", "web", 0)
+	must.NoError(t, err)
+	must.True(t, v0.Stable)
+	cur, err := s.JobByID(nil, "default", "web")
+	must.NoError(t, err)
+	must.False(t, cur.Stable)
+
+	// The version in force: the job too, and no new version.
+	must.NoError(t, s.UpdateJobStability(4, "default", "web", 1, true))
+	cur, err = s.JobByID(nil, "default", "web")
+	must.NoError(t, err)
+	must.True(t, cur.Stable)
+	must.Eq(t, 1, cur.Version)
+	must.Eq(t, 4, cur.ModifyIndex)
+	must.Eq(t, []uint64{1, 0}, versionsOf(t, s, "default", "web"))
+
+	// The same spec registered again stays stable; a new spec starts
+	// unstable, whatever the caller sent.
+	same := mockJob("default", "web")
+	same.Priority = 70
+	must.NoError(t, s.UpsertJob(5, same))
+	cur, _ = s.JobByID(nil, "default", "web")
+	must.True(t, cur.Stable)
+	next := mockJob("default", "web")
+	next.Priority = 80
+	next.Stable = true
+	must.NoError(t, s.UpsertJob(6, next))
+	cur, _ = s.JobByID(nil, "default", "web")
+	must.Eq(t, 2, cur.Version)
+	must.False(t, cur.Stable)
+
+	must.ErrorIs(t, s.UpdateJobStability(7, "default", "web", 9, true), structs.ErrNotFound)
+	must.ErrorIs(t, s.UpdateJobStability(7, "default", "nope", 0, true), structs.ErrNotFound)
+}

@@ -32,6 +32,7 @@ const (
 	// MethodJobGetJobVersions and MethodJobRevert: a job's kept versions.
 	MethodJobGetJobVersions = "Job.GetJobVersions"
 	MethodJobRevert         = "Job.Revert"
+	MethodJobStable         = "Job.Stable"
 
 	MethodAllocGetAlloc = "Alloc.GetAlloc"
 	MethodAllocList     = "Alloc.List"

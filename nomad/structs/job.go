@@ -36,6 +36,9 @@ type Job struct {
 
 	// Stop marks a job the user stopped but did not purge.
 	Stop bool
+	// Stable marks a version an operator vouched for (Job.Stable); a new
+	// version starts unstable. Berth has no deployments to set it.
+	Stable bool
 
 	Status         string
 	Version        uint64
@@ -659,6 +662,14 @@ type JobRevertRequest struct {
 	// EnforcePriorVersion, when set, refuses the revert unless the job is
 	// at that version, so two operators cannot revert over each other.
 	EnforcePriorVersion *uint64
+	WriteRequest
+}
+
+// JobStabilityRequest marks one kept version of a job stable or not.
+type JobStabilityRequest struct {
+	JobID      string
+	JobVersion uint64
+	Stable     bool
 	WriteRequest
 }
 

@@ -30,12 +30,13 @@ const (
 	ACLTokenDeleteRequestType        MessageType = 20
 	ACLTokenBootstrapRequestType     MessageType = 21
 	AllocStopRequestType             MessageType = 22
+	JobStabilityRequestType          MessageType = 23
 
 	// lastMessageType is the highest type above. Bump it when appending
 	// one: the leader refuses to propose, and followers refuse to
 	// store, a type above it (TestFSM_EveryKnownTypeIsApplied checks
 	// the FSM handles each).
-	lastMessageType = AllocStopRequestType
+	lastMessageType = JobStabilityRequestType
 )
 
 // Known reports whether t (without IgnoreUnknownTypeFlag) is a type this
