@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
 	"github.com/berth-io/berth/nomad/structs"
 )
 
@@ -49,6 +51,42 @@ func TestRegression_JobRegisteredDuringAFailover(t *testing.T) {
 			{Kind: FaultLossyRaft, Drop: 30, Delay: 10 * time.Millisecond, Wait: time.Second},
 			{Kind: OpRunJob, Job: 1, Vol: 1},
 			{Kind: OpWait, Wait: 1500 * time.Millisecond},
+		}}
+	if vs := Run(t, s); len(vs) > 0 {
+		t.Errorf("violations:\n%v", vs)
+	}
+}
+
+// TestRegression_ClientKilledWhileItsAllocIsBeingStopped is seed 11 with
+// partitions, minimized: a drained node's client is killed (its plugin
+// losing its mounts) while its allocs are being stopped. The kill was cut
+// short by the client's shutdown, the driver closed the task's wait, and
+// the task runner took that for the task's exit: it recorded the task
+// killed and the alloc runner unpublished the volume while the task still
+// ran (checks 2 and 4). It depends on timing, so it failed only now and
+// then; the task runner's TestRunner_ShutdownDuringAKillLeavesTheTaskRunning
+// reproduces it every time.
+func TestRegression_ClientKilledWhileItsAllocIsBeingStopped(t *testing.T) {
+	s := &Schedule{Seed: 11, Nodes: 2, Servers: 1, DisconnectDeadline: 3 * time.Second,
+		Profile: Profile{Controller: true, PublishUnpublish: true, StageUnstage: true},
+		Volumes: []Volume{
+			{ID: "v0", Mode: structs.CSIVolumeAccessModeMultiNodeSingleWriter},
+			{ID: "v1", Mode: structs.CSIVolumeAccessModeMultiNodeReader},
+			{ID: "v2", Mode: structs.CSIVolumeAccessModeMultiNodeReader, PerAlloc: true},
+		},
+		Ops: []Op{
+			{Kind: OpRunJob, Job: 0, Vol: 2, ReadOnly: true, Batch: true},
+			{Kind: OpRunJob, Job: 1, Vol: 1, ReadOnly: true},
+			{Kind: OpWait, Wait: 689 * time.Millisecond},
+			{Kind: OpDrain, Node: 0},
+			{Kind: FaultCutNode, Node: 1, Wait: 2340 * time.Millisecond},
+			{Kind: OpExitTasks},
+			{Kind: OpRunJob, Job: 2, Vol: 1, ReadOnly: true, Batch: true},
+			{Kind: FaultCtrl, Method: "ControllerPublishVolume", Code: codes.FailedPrecondition},
+			{Kind: FaultLoseMnts, Node: 0},
+			{Kind: OpExitTasks},
+			{Kind: OpRunJob, Job: 3, Vol: 1, ReadOnly: true, Batch: true},
+			{Kind: FaultKill, Node: 0},
 		}}
 	if vs := Run(t, s); len(vs) > 0 {
 		t.Errorf("violations:\n%v", vs)
