@@ -162,7 +162,7 @@ func (r *runner) do(o Op) {
 		_ = c.rpc("Node.UpdateDrain", &structs.NodeUpdateDrainRequest{NodeID: c.nodes[o.Node].id,
 			DrainStrategy: &structs.DrainStrategy{Deadline: time.Second}}, &structs.NodeUpdateResponse{})
 	case OpIneligible, OpEligible:
-		r.eligible(o.Node, o.Kind == OpEligible)
+		_ = r.eligible(o.Node, o.Kind == OpEligible)
 	case OpDetach:
 		v := c.sched.Volumes[o.Vol]
 		if o.Force {
@@ -291,15 +291,16 @@ func (r *runner) later(d time.Duration, heal func()) {
 	r.timers = append(r.timers, time.AfterFunc(d, func() { defer r.bg.Done(); heal() }))
 }
 
-func (r *runner) eligible(i int, yes bool) {
+func (r *runner) eligible(i int, yes bool) error {
 	c := r.c
 	if yes {
-		_ = c.rpc("Node.UpdateDrain", &structs.NodeUpdateDrainRequest{NodeID: c.nodes[i].id, MarkEligible: true}, &structs.NodeUpdateResponse{})
-		_ = c.rpc("Node.UpdateEligibility", &structs.NodeUpdateEligibilityRequest{NodeID: c.nodes[i].id,
+		if err := c.rpc("Node.UpdateDrain", &structs.NodeUpdateDrainRequest{NodeID: c.nodes[i].id, MarkEligible: true}, &structs.NodeUpdateResponse{}); err != nil {
+			return err
+		}
+		return c.rpc("Node.UpdateEligibility", &structs.NodeUpdateEligibilityRequest{NodeID: c.nodes[i].id,
 			Eligibility: structs.NodeSchedulingEligible}, &structs.NodeUpdateResponse{})
-		return
 	}
-	_ = c.rpc("Node.UpdateEligibility", &structs.NodeUpdateEligibilityRequest{NodeID: c.nodes[i].id,
+	return c.rpc("Node.UpdateEligibility", &structs.NodeUpdateEligibilityRequest{NodeID: c.nodes[i].id,
 		Eligibility: structs.NodeSchedulingIneligible}, &structs.NodeUpdateResponse{})
 }
 
@@ -321,7 +322,11 @@ func (r *runner) heal() {
 		if n.get() == nil {
 			r.c.startClient(n)
 		}
-		r.eligible(i, true)
+		// Retried: a failover or a lossy Raft just healed may refuse it,
+		// and a node left draining or ineligible would fail check 5.
+		if err := waitFor(FreeBound, func() error { return r.eligible(i, true) }); err != nil {
+			r.w.Violate(CheckHarnessStep, "making %s eligible after healing: %v", n.name, err)
+		}
 	}
 }
 
@@ -571,12 +576,27 @@ func (r *runner) runsCheck(st *state.StateStore, blocked map[string]bool) []Viol
 			slices.Sort(states)
 			var evals []string
 			if es, err := st.EvalsByJob(nil, structs.DefaultNamespace, jobID(i)); err == nil {
+				sort.Slice(es, func(a, b int) bool { return es[a].CreateIndex < es[b].CreateIndex })
 				for _, e := range es {
-					evals = append(evals, e.TriggeredBy+"/"+e.Status+" "+e.StatusDescription)
+					ev := fmt.Sprintf("%d:%s/%s %s", e.CreateIndex, e.TriggeredBy, e.Status, e.StatusDescription)
+					for _, m := range e.FailedTGAllocs {
+						ev += fmt.Sprintf(" (failed: evaluated %d, filtered %d %v %v, exhausted %d %v)", m.NodesEvaluated,
+							m.NodesFiltered, m.ConstraintFiltered, m.ClassFiltered, m.NodesExhausted, m.DimensionExhausted)
+					}
+					evals = append(evals, ev)
 				}
 			}
+			var nodes []string
+			for _, n := range r.c.nodes {
+				if node, err := st.NodeByID(nil, n.id); err == nil && node != nil {
+					nodes = append(nodes, fmt.Sprintf("%s:%s/%s drain=%t", n.name, node.Status, node.SchedulingEligibility, node.DrainStrategy != nil))
+				}
+			}
+			if p, err := st.CSIPluginByID(nil, PluginID); err == nil && p != nil {
+				nodes = append(nodes, fmt.Sprintf("plugin: %d/%d nodes healthy", p.NodesHealthy, p.NodesExpected))
+			}
 			out = append(out, Violation{Check: CheckRuns, Msg: fmt.Sprintf(
-				"job %s (volume %s, %s) does not run: %d of %d allocs running; allocs %v; evals %v", jobID(i), v.ID, v.Mode, running, want, states, evals)})
+				"job %s (volume %s, %s) does not run: %d of %d allocs running; allocs %v; nodes %v; evals %v", jobID(i), v.ID, v.Mode, running, want, states, nodes, evals)})
 		}
 	}
 	return out
