@@ -3,15 +3,17 @@ package client
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"sort"
 	"strings"
-	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/berth-io/berth/nomad/structs"
 )
 
 // Reading an alloc's directory (alloc fs). Paths are relative to the
@@ -22,14 +24,7 @@ import (
 // ErrPathEscapes instead of being followed.
 
 // FileInfo is one file of an alloc dir, as Nomad's AllocFileInfo.
-type FileInfo struct {
-	Name        string
-	IsDir       bool
-	Size        int64
-	FileMode    string
-	ModTime     time.Time
-	ContentType string
-}
+type FileInfo = structs.AllocFileInfo
 
 // Errors of alloc fs.
 var (
@@ -184,4 +179,55 @@ func fileInfo(fi fs.FileInfo) *FileInfo {
 		FileMode: fi.Mode().String(),
 		ModTime:  fi.ModTime(),
 	}
+}
+
+// AllocFSRead reads up to limit bytes (at most structs.MaxAllocFSRead) of
+// a regular file of an alloc's dir from offset; eof says the file ended.
+func (c *Client) AllocFSRead(allocID, p string, offset, limit int64) ([]byte, bool, error) {
+	if limit <= 0 || limit > structs.MaxAllocFSRead {
+		limit = structs.MaxAllocFSRead
+	}
+	f, err := c.AllocFSOpen(allocID, p)
+	if err != nil {
+		return nil, false, err
+	}
+	defer f.Close()
+	buf := make([]byte, limit)
+	n, err := f.ReadAt(buf, offset)
+	if errors.Is(err, io.EOF) {
+		return buf[:n], true, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("reading %q: %w", p, err)
+	}
+	return buf[:n], false, nil
+}
+
+// FS serves alloc fs for the servers (an agent that does not run the
+// alloc asks through them).
+func (e *ClientAlloc) FS(args *structs.AllocFSRequest, reply *structs.AllocFSResponse) error {
+	var err error
+	switch args.Op {
+	case structs.AllocFSList:
+		reply.Files, err = e.c.AllocFSList(args.AllocID, args.Path)
+	case structs.AllocFSStat:
+		reply.File, err = e.c.AllocFSStat(args.AllocID, args.Path)
+	case structs.AllocFSRead:
+		reply.Data, reply.EOF, err = e.c.AllocFSRead(args.AllocID, args.Path, args.Offset, args.Limit)
+	default:
+		err = structs.NewError(structs.CodeInvalid, "alloc fs: unknown operation %q", args.Op)
+	}
+	if err == nil {
+		return nil
+	}
+	code := structs.CodeInternal
+	switch {
+	case structs.CodeOf(err) != "" && structs.CodeOf(err) != structs.CodeInternal:
+		code = structs.CodeOf(err)
+	case errors.Is(err, ErrUnknownAlloc), errors.Is(err, fs.ErrNotExist):
+		code = structs.CodeNotFound
+	case errors.Is(err, ErrPathEscapes), errors.Is(err, ErrNotRegular):
+		code = structs.CodeInvalid
+	}
+	return structs.WireError(structs.NewError(code, "node %s: %v", e.c.NodeID(), err))
 }

@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"testing"
@@ -42,4 +45,25 @@ func TestE2E_AllocExec(t *testing.T) {
 	must.True(t, errors.As(err, &ee), must.Sprintf("want exit 3, got %v: %s", err, out))
 	must.Eq(t, 3, ee.ExitCode())
 	must.Eq(t, "/data\n", out)
+
+	// alloc fs asked of the server, whose agent runs no client: it reads
+	// through the servers and the client's node session.
+	c.Berth(t, "alloc", "exec", a.ID, "/bin/sh", "-c", "echo hi > /local/greeting")
+	srv := "http://" + c.Server(t).HTTPAddr()
+	body := httpGet(t, srv+"/v1/client/fs/cat/"+a.ID+"?path="+WorkloadTask+"/local/greeting")
+	must.Eq(t, "hi\n", body)
+	var files []struct{ Name string }
+	must.NoError(t, json.Unmarshal([]byte(httpGet(t, srv+"/v1/client/fs/ls/"+a.ID+"?path=/"+WorkloadTask+"/local")), &files))
+	must.SliceContainsFunc(t, files, "greeting", func(f struct{ Name string }, n string) bool { return f.Name == n })
+}
+
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	must.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	must.NoError(t, err)
+	must.Eq(t, http.StatusOK, resp.StatusCode, must.Sprintf("GET %s: %s", url, b))
+	return string(b)
 }

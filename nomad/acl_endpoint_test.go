@@ -263,7 +263,7 @@ var wantRules = map[string]string{
 	"HTTP.ClientAllocExec":  "namespace:alloc-exec", "HTTP.ClientAllocNodeExec": "namespace:alloc-node-exec",
 	"HTTP.AgentMonitor": "agent:read", "HTTP.ClientFS": "namespace:read-fs",
 	"Alloc.Stop": "namespace:alloc-lifecycle", "Alloc.Restart": "namespace:alloc-lifecycle",
-	"Alloc.Signal": "namespace:alloc-lifecycle",
+	"Alloc.Signal": "namespace:alloc-lifecycle", "Alloc.FS": "namespace:read-fs",
 }
 
 func TestACL_TableMatchesReviewedRules(t *testing.T) {

@@ -185,3 +185,32 @@ func lifecycleRunning(op string, alloc *structs.Allocation) error {
 	}
 	return nil
 }
+
+// FS reads an alloc's directory through its client's node session, for an
+// agent that does not run the alloc itself (alloc fs asked of a server).
+// It needs read-fs in the alloc's namespace.
+func (a *AllocEndpoint) FS(args *structs.AllocFSRequest, reply *structs.AllocFSResponse) (err error) {
+	defer wire(&err)
+	defer measureRPC(structs.MethodAllocFS, time.Now())
+	// Only the leader holds node sessions: never answer from a follower.
+	args.AllowStale = false
+	if done, err := a.srv.forward(structs.MethodAllocFS, args, args, reply); done {
+		return err
+	}
+	if args.AllocID == "" {
+		return structs.NewError(structs.CodeInvalid, "alloc fs: missing alloc ID")
+	}
+	alloc, err := a.srv.State().AllocByID(nil, args.AllocID)
+	if err != nil {
+		return err
+	}
+	if alloc == nil {
+		return structs.NotFound("alloc", args.AllocID)
+	}
+	if err := a.srv.readableIn(&args.QueryOptions, acl.CapReadFS, alloc.Namespace); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), lifecycleTimeout)
+	defer cancel()
+	return a.srv.nodeRPC(ctx, alloc.NodeID, structs.MethodClientAllocFS, args, reply)
+}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -21,7 +22,11 @@ import (
 //	GET /v1/client/fs/cat/:alloc_id?path=<p>       the file's bytes
 //	GET /v1/client/fs/readat/:alloc_id?path=<p>&offset=N&limit=M
 //
-// Authorization: read-fs in the alloc's namespace.
+// Authorization: read-fs in the alloc's namespace. A server agent whose
+// client does not run the alloc (or that runs no client) asks the servers
+// (Alloc.FS), which read through the alloc's client over its node
+// session: the upstream client sends ls and stat to the agent it is
+// configured with, not to the node's.
 
 func (s *HTTPServer) clientFSRequest(w http.ResponseWriter, r *http.Request) (any, error) {
 	op, id, ok := strings.Cut(trimPath(r, "/v1/client/fs/"), "/")
@@ -37,6 +42,9 @@ func (s *HTTPServer) clientFSRequest(w http.ResponseWriter, r *http.Request) (an
 		return nil, methodNotAllowed(r)
 	}
 	c := s.agent.client
+	if (c == nil || !slices.Contains(c.AllocIDs(), resolveLocalAlloc(c.AllocIDs(), id))) && s.agent.server != nil {
+		return s.clientFSRemote(w, r, op, id)
+	}
 	if c == nil {
 		return nil, CodedError(http.StatusBadRequest, fmt.Sprintf("this agent runs no client; %s", s.whereIsAlloc(r, id)))
 	}
@@ -120,4 +128,78 @@ func allocFSError(err error, id, nodeID, where string) error {
 		return CodedError(http.StatusNotFound, err.Error())
 	}
 	return err
+}
+
+// clientFSRemote serves alloc fs through the servers and the alloc's
+// client (the alloc ID must be exact).
+func (s *HTTPServer) clientFSRemote(w http.ResponseWriter, r *http.Request, op, id string) (any, error) {
+	args := structs.AllocFSRequest{AllocID: id}
+	if err := parseQuery(r, &args.QueryOptions); err != nil {
+		return nil, err
+	}
+	q := r.URL.Query()
+	args.Path = q.Get("path")
+	if args.Path == "" {
+		args.Path = "/"
+	}
+	var reply structs.AllocFSResponse
+	switch op {
+	case "ls", "stat":
+		args.Op = map[string]string{"ls": structs.AllocFSList, "stat": structs.AllocFSStat}[op]
+		if err := s.agent.RPC(structs.MethodAllocFS, &args, &reply); err != nil {
+			return nil, err
+		}
+		if op == "ls" {
+			if reply.Files == nil {
+				reply.Files = []*structs.AllocFileInfo{}
+			}
+			return reply.Files, nil
+		}
+		return reply.File, nil
+	}
+	var offset, limit int64 = 0, -1
+	if op == "readat" {
+		var err error
+		if offset, err = nonNegative(q.Get("offset"), "offset", 0); err != nil {
+			return nil, err
+		}
+		if limit, err = nonNegative(q.Get("limit"), "limit", -1); err != nil {
+			return nil, err
+		}
+	}
+	args.Op = structs.AllocFSRead
+	started := false
+	for limit != 0 {
+		args.Offset, args.Limit = offset, structs.MaxAllocFSRead
+		if limit > 0 && limit < args.Limit {
+			args.Limit = limit
+		}
+		reply = structs.AllocFSResponse{}
+		if err := s.agent.RPC(structs.MethodAllocFS, &args, &reply); err != nil {
+			if !started {
+				return nil, err
+			}
+			s.logger.Warn("alloc fs: reading a file through the servers failed", "alloc_id", id, "path", args.Path, "error", err)
+			return nil, nil // the caller sees a cut-short body
+		}
+		if !started {
+			w.Header().Set("Content-Type", "application/octet-stream")
+			w.WriteHeader(http.StatusOK)
+			started = true
+		}
+		if _, err := w.Write(reply.Data); err != nil {
+			return nil, nil
+		}
+		offset += int64(len(reply.Data))
+		if limit > 0 {
+			limit -= int64(len(reply.Data))
+		}
+		if reply.EOF || len(reply.Data) == 0 {
+			break
+		}
+	}
+	if !started {
+		w.WriteHeader(http.StatusOK)
+	}
+	return nil, nil
 }

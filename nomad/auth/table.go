@@ -140,6 +140,7 @@ var table = []Endpoint{
 	write(structs.MethodAllocStop, ns(acl.CapAllocLifecycle)),
 	write(structs.MethodAllocRestart, ns(acl.CapAllocLifecycle)),
 	write(structs.MethodAllocSignal, ns(acl.CapAllocLifecycle)),
+	read(structs.MethodAllocFS, ns(acl.CapReadFS)),
 	read(structs.MethodEvalGetEval, ns(acl.CapReadJob)),
 	read(structs.MethodEvalList, ns(acl.CapReadJob)),
 

@@ -3,6 +3,7 @@ package structs
 import (
 	"maps"
 	"slices"
+	"time"
 )
 
 // Desired status of an alloc: what the servers want.
@@ -329,4 +330,47 @@ type AllocSignalRequest struct {
 	Task    string
 	Signal  string
 	WriteRequest
+}
+
+// AllocFileInfo is one file of an alloc's directory (alloc fs), as
+// Nomad's.
+type AllocFileInfo struct {
+	Name        string
+	IsDir       bool
+	Size        int64
+	FileMode    string
+	ModTime     time.Time
+	ContentType string
+}
+
+// Alloc fs operations.
+const (
+	AllocFSList = "ls"
+	AllocFSStat = "stat"
+	AllocFSRead = "read"
+)
+
+// MaxAllocFSRead bounds the bytes one AllocFSRead call returns; larger
+// reads take several calls.
+const MaxAllocFSRead = 1 << 20
+
+// AllocFSRequest reads an alloc's directory through its client: list or
+// stat Path, or read up to Limit bytes of it from Offset.
+type AllocFSRequest struct {
+	AllocID string
+	Op      string
+	Path    string
+	Offset  int64
+	Limit   int64
+	QueryOptions
+}
+
+// AllocFSResponse is what AllocFSRequest's Op returns: Files (ls), File
+// (stat) or Data, with EOF once the file ends (read).
+type AllocFSResponse struct {
+	Files []*AllocFileInfo
+	File  *AllocFileInfo
+	Data  []byte
+	EOF   bool
+	QueryMeta
 }

@@ -39,10 +39,12 @@ const (
 	MethodAllocStop     = "Alloc.Stop"
 	MethodAllocRestart  = "Alloc.Restart"
 	MethodAllocSignal   = "Alloc.Signal"
+	MethodAllocFS       = "Alloc.FS"
 
 	// Node session methods: the leader calls them on a client.
 	MethodClientAllocRestart = "ClientAlloc.Restart"
 	MethodClientAllocSignal  = "ClientAlloc.Signal"
+	MethodClientAllocFS      = "ClientAlloc.FS"
 
 	MethodEvalGetEval = "Eval.GetEval"
 	MethodEvalList    = "Eval.List"
