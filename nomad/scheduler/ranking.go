@@ -83,12 +83,23 @@ func (p *placer) baseScore(i int, ask *structs.Resources) score {
 	return score{jobAllocs: u.jobAllocs, load: load(node, u.cpu+ask.CPU, u.mem+ask.MemoryMB), id: node.ID}
 }
 
+// maxRankings bounds the rankings of one plan. Each costs a pass over the
+// candidates and memory per candidate, which pays off when its shape is
+// placed again and again; when volumes are each pinned to their own
+// topology (a node-local driver), every placement is a new shape, and a
+// scan costs the same without keeping anything.
+const maxRankings = 32
+
 // ranking returns the ranking of req's group and asks' shape, building it
-// on first use: one pass over the candidates per group and shape.
+// on first use: one pass over the candidates per group and shape. It
+// returns nil when the plan already has maxRankings others.
 func (p *placer) ranking(req placeRequest, asks []csiAsk) (*ranking, error) {
 	key := rankKey(req.tg, asks)
 	if r := p.rankings[key]; r != nil {
 		return r, nil
+	}
+	if len(p.rankings) >= maxRankings {
+		return nil, nil
 	}
 	r := &ranking{ask: groupResources(req.tg), pos: make([]int, len(p.candidates))}
 	static := p.staticReasons(req.tg)
@@ -112,8 +123,8 @@ func (p *placer) ranking(req placeRequest, asks []csiAsk) (*ranking, error) {
 }
 
 // rank chooses a node for req from its ranking. It returns nil when asks
-// rule out every node (the caller scans, for the metric), and a choice
-// with best -1 when no ranked node fits.
+// rule out every node (the caller scans, for the metric) or there is no
+// ranking for it, and a choice with best -1 when no ranked node fits.
 func (p *placer) rank(pl *placement) (*choice, error) {
 	for _, a := range pl.asks {
 		if a.why != "" {
@@ -121,7 +132,7 @@ func (p *placer) rank(pl *placement) (*choice, error) {
 		}
 	}
 	r, err := p.ranking(pl.req, pl.asks)
-	if err != nil {
+	if err != nil || r == nil {
 		return nil, err
 	}
 	c := &choice{best: -1, metric: p.newMetric()}

@@ -155,3 +155,30 @@ func TestRanking_SameAsScan(t *testing.T) {
 		})
 	}
 }
+
+// Volumes each pinned to their own topology make every placement a new
+// shape: past maxRankings the placer scans instead of keeping a ranking
+// (a pass and memory per candidate) for each, and still places them all.
+func TestRanking_BoundedWhenEveryVolumeHasItsOwnTopology(t *testing.T) {
+	h := newHarness(t)
+	const n = maxRankings + 8
+	for i := range n {
+		h.upsertNode(csiNode(i, plugin, 0, map[string]string{"host": fmt.Sprint(i)}))
+		v := testVolume(fmt.Sprintf("vol[%d]", i), plugin)
+		v.Topologies = []*structs.CSITopology{{Segments: map[string]string{"host": fmt.Sprint(i)}}}
+		h.upsertVolume(v)
+	}
+	job := h.upsertJob(withVolume(testJob("web", n), "vol", true, structs.CSIVolumeAccessModeSingleNodeWriter))
+	snap, err := h.store.Snapshot()
+	must.NoError(t, err)
+	_, _, nodes, err := readJobState(snap, testEval(job, structs.EvalTriggerJobRegister))
+	must.NoError(t, err)
+	p := newPlacer(snap, testEval(job, structs.EvalTriggerJobRegister), job, nodes, h.newID)
+	for i := range n {
+		a, m, err := p.place(placeRequest{tg: job.TaskGroups[0], name: allocName(job.ID, "web", i), index: i}, nil)
+		must.NoError(t, err)
+		must.Nil(t, m)
+		must.Eq(t, testNode(i).ID, a.NodeID, must.Sprintf("vol[%d] is only reachable from node %d", i, i))
+	}
+	must.MapLen(t, maxRankings, p.rankings)
+}
