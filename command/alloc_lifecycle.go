@@ -1,8 +1,12 @@
 package command
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/berth-io/berth/api"
 )
@@ -44,8 +48,8 @@ func (c *AllocStopCommand) Help() string {
 Stop Options:
 
   -detach
-    Accepted for Nomad's CLI compatibility: the command returns once the
-    stop is recorded either way.
+    Return once the stop is recorded, instead of following the evaluation
+    that places the replacement until it runs.
 
   -verbose
     Show full IDs.
@@ -80,7 +84,12 @@ func (c *AllocStopCommand) Run(args []string) int {
 	}
 	c.ui.Output("Allocation %s stopped; evaluation %s places its replacement (berth eval status %s).",
 		shortID(alloc.ID, c.verbose), shortID(resp.EvalID, c.verbose), shortID(resp.EvalID, c.verbose))
-	return 0
+	if detach {
+		return 0
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return newMonitor(c.ui, client, alloc.Namespace, c.verbose).run(ctx, resp.EvalID, alloc.JobID, true, 0)
 }
 
 // AllocRestartCommand restarts tasks of a running allocation.

@@ -77,7 +77,9 @@ func TestAllocLifecycleCommands(t *testing.T) {
 	code, out2, errOut2 = runCLI("alloc", "stop", short)
 	must.Eq(t, 0, code, must.Sprint(errOut2))
 	must.StrContains(t, out2, "Allocation "+short+" stopped; evaluation ")
-	waitRunning(t, client, "life", alloc.ID)
+	repl := waitRunning(t, client, "life", alloc.ID)
+	// The command followed the evaluation to the replacement running.
+	mustOrder(t, out2, "Monitoring evaluation", `Allocation "`+repl.ID[:8]+`" created`, `Job "life": 1 running`)
 	code, _, errOut2 = runCLI("alloc", "stop", short)
 	must.Eq(t, 1, code)
 	must.StrContains(t, errOut2, "already stopped")
