@@ -188,7 +188,8 @@ func TestGenerate(t *testing.T) {
 		}
 	}
 	for _, k := range []Kind{OpRunJob, OpStopJob, OpPurgeJob, OpDrain, OpIneligible, OpEligible, OpDetach, OpGC, OpWait,
-		OpExitTasks, FaultKill, FaultRestart, FaultNode, FaultCtrl, FaultHealCSI, FaultRestartS, FaultLoseMnts} {
+		OpExitTasks, FaultKill, FaultRestart, FaultNode, FaultCtrl, FaultHealCSI, FaultRestartS, FaultLoseMnts,
+		FaultCutNode, FaultCutServer, FaultLossyRaft} {
 		must.True(t, kinds[k], must.Sprintf("no schedule has %s", k))
 	}
 	must.MapLen(t, len(modes), modesSeen)
@@ -196,4 +197,32 @@ func TestGenerate(t *testing.T) {
 		must.True(t, codesSeen[c], must.Sprintf("no fault injects %s", c))
 	}
 	must.MapLen(t, 8, profiles, must.Sprintf("profiles drawn: %v", profiles))
+}
+
+// TestGenerate_Partitions: partitions heal by themselves, server ones
+// only where there are servers to cut, and a seed's other ops are what
+// they were without partitions (replays of older seeds keep their base).
+func TestGenerate_Partitions(t *testing.T) {
+	deadlines := 0
+	for seed := range uint64(400) {
+		s := Generate(seed, DefaultGen)
+		base := Generate(seed, GenConfig{Ops: DefaultGen.Ops, Nodes: DefaultGen.Nodes, Servers: DefaultGen.Servers, NoPartitions: true})
+		var rest []Op
+		for _, o := range s.Ops {
+			switch o.Kind {
+			case FaultCutNode, FaultCutServer, FaultLossyRaft:
+				must.Positive(t, o.Wait, must.Sprintf("seed %d: %s never heals by itself", seed, o))
+				if o.Kind != FaultCutNode {
+					must.Eq(t, 3, s.Servers, must.Sprintf("seed %d: %s with one server", seed, o))
+				}
+			default:
+				rest = append(rest, o)
+			}
+		}
+		must.Eq(t, base.Ops, rest, must.Sprintf("seed %d: partitions changed the other ops", seed))
+		if s.DisconnectDeadline > 0 {
+			deadlines++
+		}
+	}
+	must.Positive(t, deadlines, must.Sprint("no schedule gives its clients a disconnect deadline"))
 }
