@@ -92,3 +92,29 @@ func TestRegression_ClientKilledWhileItsAllocIsBeingStopped(t *testing.T) {
 		t.Errorf("violations:\n%v", vs)
 	}
 }
+
+// TestRegression_FencingBlockedByAFinalControllerError is seed 20428,
+// minimized: a client is killed, its node goes down, and the servers fence
+// its claim with ControllerUnpublish from step taken, into which the
+// schedule injected a final error (FailedPrecondition). The claim then
+// rightly needs an operator; check 3 allowed that from step taken only for
+// node-plugin errors, so it blamed the servers. The checker was wrong.
+func TestRegression_FencingBlockedByAFinalControllerError(t *testing.T) {
+	s := &Schedule{Seed: 20428, Nodes: 2, Servers: 1, Profile: Profile{Controller: true, PublishUnpublish: true},
+		Volumes: []Volume{
+			{ID: "v0", Mode: structs.CSIVolumeAccessModeMultiNodeSingleWriter},
+			{ID: "v1", Mode: structs.CSIVolumeAccessModeSingleNodeReader, PerAlloc: true},
+		},
+		Ops: []Op{
+			{Kind: OpRunJob, Job: 0, Vol: 1, ReadOnly: true},
+			{Kind: OpRunJob, Job: 1, Vol: 1, ReadOnly: true},
+			{Kind: OpWait, Wait: 448 * time.Millisecond},
+			{Kind: FaultKill, Node: 1},
+			{Kind: FaultCtrl, Method: "ControllerUnpublishVolume", Code: codes.FailedPrecondition},
+			{Kind: FaultCtrl, Method: "ControllerPublishVolume", Code: codes.Unimplemented},
+			{Kind: OpWait, Wait: 628 * time.Millisecond},
+		}}
+	if vs := Run(t, s); len(vs) > 0 {
+		t.Errorf("violations:\n%v", vs)
+	}
+}

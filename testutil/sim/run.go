@@ -401,16 +401,33 @@ func (r *runner) settle() {
 }
 
 // pending lists the allocs the servers want running that have not
-// started yet.
+// started yet, except those waiting for a volume whose claim needs an
+// operator (a final error was injected: they wait for `volume detach`).
 func (r *runner) pending() []string {
 	var out []string
+	blocked := map[string]bool{}
+	for _, v := range r.volumes() {
+		for _, cl := range v.Claims {
+			if cl.Step == structs.CSIClaimNeedsOperator {
+				blocked[v.ID] = true
+			}
+		}
+	}
+	waits := func(a *structs.Allocation) bool {
+		for i, j := range r.jobs {
+			if jobID(i) == a.JobID {
+				return slices.ContainsFunc(volumeIDs(r.c.sched.Volumes[j.op.Vol]), func(id string) bool { return blocked[id] })
+			}
+		}
+		return false
+	}
 	iter, err := r.c.anyServer().State().Allocs(nil)
 	if err != nil {
 		return []string{err.Error()}
 	}
 	for raw := iter.Next(); raw != nil; raw = iter.Next() {
 		a := raw.(*structs.Allocation)
-		if a.DesiredStatus == structs.AllocDesiredStatusRun && a.ClientStatus == structs.AllocClientStatusPending {
+		if a.DesiredStatus == structs.AllocDesiredStatusRun && a.ClientStatus == structs.AllocClientStatusPending && !waits(a) {
 			out = append(out, a.ID)
 		}
 	}
@@ -503,7 +520,9 @@ func (r *runner) finalAllowed(cl *structs.CSIVolumeClaim, node string) bool {
 	defer r.mu.Unlock()
 	switch cl.BlockedStep {
 	case structs.CSIClaimTaken:
-		return r.finals[node+"/NodeUnpublishVolume"] || r.finals[node+"/NodeUnstageVolume"]
+		// From taken, a down node's claim is fenced by ControllerUnpublish.
+		return r.finals[node+"/NodeUnpublishVolume"] || r.finals[node+"/NodeUnstageVolume"] ||
+			r.finals["ctrl/ControllerUnpublishVolume"]
 	case structs.CSIClaimNodeDetached:
 		return r.finals["ctrl/ControllerUnpublishVolume"]
 	}
