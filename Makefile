@@ -61,7 +61,7 @@ browser:
 BERTH_TEST_ARTIFACTS ?= $(BIN)/artifacts
 test: lint peers browser
 	BERTH_TEST_ARTIFACTS=$(BERTH_TEST_ARTIFACTS) $(GO) test -race -count=1 -timeout 30m $(PKGS)
-	$(GO) test -tags simbugs -count=1 -run '^TestSimFindsArmedBugs$$' ./testutil/sim/
+	$(GO) test -tags simbugs -count=1 -run '^TestSimFinds' ./testutil/sim/
 	cd compat && $(GO) test -race -count=1 ./...
 	$(MAKE) fuzz
 
@@ -75,7 +75,7 @@ SEED      ?=
 SIM_PARALLEL ?= 4
 sim:
 	@mkdir -p $(BIN)
-	$(GO) test -tags simbugs -count=1 -run '^TestSimFindsArmedBugs$$' ./testutil/sim/
+	$(GO) test -tags simbugs -count=1 -run '^TestSimFinds' ./testutil/sim/
 	@SCHEDULES=$(SCHEDULES) SEED_BASE=$(SEED_BASE) SEED=$(SEED) \
 		$(GO) test -count=1 -timeout 0 -parallel $(SIM_PARALLEL) -v -run '^TestSim$$' ./testutil/sim/ >$(BIN)/sim.log 2>&1; rc=$$?; \
 	grep -v -e '^=== ' -e '^ *--- PASS' -e '^sim: ' -e '^PASS$$' -e '^ok ' $(BIN)/sim.log | tail -n 300; \

@@ -28,7 +28,7 @@ var bugBudgets = map[simbug.Bug]uint64{
 // TestSimFindsArmedBugs arms each known bug of helper/simbug in turn and
 // asserts that the simulator reports it, with the check it breaks, within
 // bugBudget schedules: a simulator that cannot fail proves nothing. Run
-// with `go test -tags simbugs ./testutil/sim/ -run TestSimFindsArmedBugs`
+// with `go test -tags simbugs ./testutil/sim/ -run '^TestSimFinds'`
 // (make sim and make test do).
 func TestSimFindsArmedBugs(t *testing.T) {
 	want := map[simbug.Bug][]Check{
