@@ -2,6 +2,7 @@ package nomad
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -49,7 +50,26 @@ func (s *Server) forward(method string, info structs.RPCInfo, args, reply any) (
 		return false, nil
 	}
 	info.SetForwarded()
-	return true, s.pool.RPC(ctx, leader, method, args, reply)
+	return true, forwardError(method, leader, s.pool.RPC(ctx, leader, method, args, reply))
+}
+
+// forwardError is the error a forwarded call answers its caller with. The
+// leader's own errors keep their code. A transport failure on the way to
+// the leader (its connection closed: it stepped down or restarted) carries
+// no code, and would reach the caller as CodeInternal, which clients take
+// as final: a client's volume claim failed its alloc when a leader changed
+// under a 3-server berth-nodesim run. It is CodeNoLeader instead, which
+// callers retry, as they retry a transport failure on their own
+// connection (the write may or may not have happened, the same both ways).
+func forwardError(method, leader string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var se *structs.Error
+	if errors.As(err, &se) {
+		return err
+	}
+	return structs.NewError(structs.CodeNoLeader, "no cluster leader: forwarding %s to the leader at %s failed: %v", method, leader, err)
 }
 
 // waitCaughtUp makes a newly elected leader's requests wait until its FSM
