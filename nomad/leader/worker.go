@@ -67,7 +67,7 @@ func (w *worker) process(ctx context.Context, eval *structs.Evaluation) error {
 	}
 	start := time.Now()
 	p := &workerPlanner{w: w, snapIndex: index}
-	err = scheduler.New(snap, p, scheduler.Options{Logger: w.logger.Named("scheduler")}).Process(ctx, cur)
+	err = scheduler.New(snap, p, scheduler.Options{Logger: w.logger.Named("scheduler"), MaxPlacementsPerPlan: scheduler.DefaultMaxPlacementsPerPlan}).Process(ctx, cur)
 	w.logger.Debug("eval processed", "eval_id", cur.ID, "job_id", cur.JobID, "type", cur.Type,
 		"trigger", cur.TriggeredBy, "duration", time.Since(start), "error", err)
 	return err
@@ -88,9 +88,9 @@ func (p *workerPlanner) SubmitPlan(ctx context.Context, plan *structs.Plan) (*st
 	if err != nil {
 		return nil, nil, err
 	}
-	if full, _, _ := result.FullCommit(plan); full {
-		return result, nil, nil
-	}
+	// A state as new as the commit, also after a full one: a scheduler
+	// whose plan was cut at MaxPlacementsPerPlan plans the rest against
+	// it. The applier has applied the commit, so this does not wait.
 	for id, why := range result.Rejected {
 		p.w.logger.Debug("plan applier rejected an alloc", "eval_id", plan.EvalID, "alloc_id", id, "reason", why)
 	}

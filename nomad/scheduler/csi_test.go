@@ -326,3 +326,41 @@ func TestCSI_SingleNodeMultiWriterNeedsTheCapability(t *testing.T) {
 		})
 	}
 }
+
+// A plan is one Raft entry, bounded in size: an eval with more placements
+// than MaxPlacementsPerPlan commits them in several plans, each planned
+// against the state the last one committed, and places every alloc with
+// its own claim once.
+func TestCSI_PlacementsBeyondOnePlanGoInSeveral(t *testing.T) {
+	h := newHarness(t)
+	h.maxPlace = 10
+	for i := range 5 {
+		h.upsertNode(csiNode(i, plugin, 0, nil))
+	}
+	for i := range 25 {
+		h.upsertVolume(testVolume(fmt.Sprintf("db[%d]", i), plugin))
+	}
+	job := h.upsertJob(withVolume(testJob("a", 25), "db", true, structs.CSIVolumeAccessModeSingleNodeWriter))
+	job.TaskGroups[0].Tasks[0].Resources = &structs.Resources{CPU: 10, MemoryMB: 10}
+	job = h.upsertJob(job)
+	eval := h.process(testEval(job, structs.EvalTriggerJobRegister))
+	must.Eq(t, structs.EvalStatusComplete, eval.Status)
+	must.Nil(t, eval.FailedTGAllocs)
+	must.SliceLen(t, 3, h.plans)
+	for i, want := range []int{10, 10, 5} {
+		_, n := h.plans[i].Counts()
+		must.Eq(t, want, n, must.Sprintf("plan %d", i))
+	}
+	live := h.live(job)
+	must.SliceLen(t, 25, live)
+	perNode := map[string]int{}
+	for _, a := range live {
+		perNode[a.NodeID]++
+		vol, err := h.store.CSIVolumeByID(nil, structs.DefaultNamespace, fmt.Sprintf("db[%d]", a.Index()))
+		must.NoError(t, err)
+		must.MapLen(t, 1, vol.Claims)
+		must.NotNil(t, vol.Claims[a.ID])
+	}
+	// Each plan saw the ones before: the allocs are spread evenly.
+	must.Eq(t, map[string]int{testNode(0).ID: 5, testNode(1).ID: 5, testNode(2).ID: 5, testNode(3).ID: 5, testNode(4).ID: 5}, perNode)
+}

@@ -36,6 +36,7 @@ type harness struct {
 	created []*structs.Evaluation // CreateEval calls
 
 	rejectNodes map[string]bool
+	maxPlace    int // Options.MaxPlacementsPerPlan
 }
 
 func newHarness(t *testing.T) *harness {
@@ -80,11 +81,10 @@ func (h *harness) SubmitPlan(_ context.Context, plan *structs.Plan) (*structs.Pl
 	result.AllocIndex = index
 	if rejected {
 		result.RefreshIndex = index
-		snap, err := h.store.Snapshot()
-		must.NoError(h.t, err)
-		return result, snap, nil
 	}
-	return result, nil, nil
+	snap, err := h.store.Snapshot()
+	must.NoError(h.t, err)
+	return result, snap, nil
 }
 
 func (h *harness) UpdateEval(_ context.Context, e *structs.Evaluation) error {
@@ -104,7 +104,7 @@ func (h *harness) processAt(eval *structs.Evaluation, now time.Time) *structs.Ev
 	must.NoError(h.t, h.store.UpsertEvals(h.next(), []*structs.Evaluation{eval}))
 	snap, err := h.store.Snapshot()
 	must.NoError(h.t, err)
-	s := New(snap, h, Options{Now: func() time.Time { return now }, NewID: h.newID})
+	s := New(snap, h, Options{Now: func() time.Time { return now }, NewID: h.newID, MaxPlacementsPerPlan: h.maxPlace})
 	must.NoError(h.t, s.Process(context.Background(), eval))
 	must.SliceNotEmpty(h.t, h.updates)
 	return h.updates[len(h.updates)-1]

@@ -36,10 +36,12 @@ type Planner interface {
 	// SubmitPlan asks the plan applier to commit plan. The applier
 	// re-checks every new or updated alloc against the latest state and
 	// commits what still fits (and every stop) in one Raft entry. The
-	// result says what was committed. When something was dropped, the
-	// returned State is at least as new as the commit and the scheduler
-	// plans again against it; otherwise it is nil. An error means nothing
-	// is known to be committed: the eval is retried.
+	// result says what was committed. The returned State, when not nil,
+	// is at least as new as the commit; it must not be nil when something
+	// was dropped (the scheduler plans again against it) nor when the plan
+	// was cut at MaxPlacementsPerPlan (the scheduler plans the rest
+	// against it). An error means nothing is known to be committed: the
+	// eval is retried.
 	SubmitPlan(ctx context.Context, plan *structs.Plan) (*structs.PlanResult, State, error)
 	// UpdateEval writes the eval being processed, with its final status.
 	UpdateEval(ctx context.Context, eval *structs.Evaluation) error
@@ -55,7 +57,19 @@ type Options struct {
 	Logger hclog.Logger
 	Now    func() time.Time
 	NewID  func() string
+	// MaxPlacementsPerPlan, when above zero, cuts a plan after that many
+	// new allocs: the scheduler commits it, then plans the rest against
+	// the State SubmitPlan returns, in the same eval. One plan is one
+	// Raft entry, bounded in size: 10,000 placements with their claims
+	// and metrics encode to 18 MB, over the 16 MB limit, and such an eval
+	// failed every attempt. The leader's workers use
+	// DefaultMaxPlacementsPerPlan.
+	MaxPlacementsPerPlan int
 }
+
+// DefaultMaxPlacementsPerPlan keeps a plan's Raft entry near 4 MB (about
+// 1.8 KB per placement with one claim), well under the entry limit.
+const DefaultMaxPlacementsPerPlan = 2000
 
 // maxPlanAttempts bounds how often one eval re-plans after the plan
 // applier rejected part of its plan.
@@ -64,11 +78,12 @@ const maxPlanAttempts = 5
 // Scheduler processes evals of every job type. It is not safe for
 // concurrent use; a worker makes one per eval.
 type Scheduler struct {
-	logger  hclog.Logger
-	state   State
-	planner Planner
-	now     func() time.Time
-	newID   func() string
+	logger   hclog.Logger
+	state    State
+	planner  Planner
+	now      func() time.Time
+	newID    func() string
+	maxPlace int
 	// scanAll makes every placement check every candidate node instead
 	// of asking a ranking: the reference TestRanking_SameAsScan compares
 	// against, and the "old" side of BenchmarkPlacePerAllocClaims.
@@ -77,7 +92,7 @@ type Scheduler struct {
 
 // New returns a scheduler reading st and writing through p.
 func New(st State, p Planner, opts Options) *Scheduler {
-	s := &Scheduler{state: st, planner: p, logger: opts.Logger, now: opts.Now, newID: opts.NewID}
+	s := &Scheduler{state: st, planner: p, logger: opts.Logger, now: opts.Now, newID: opts.NewID, maxPlace: opts.MaxPlacementsPerPlan}
 	if s.logger == nil {
 		s.logger = hclog.NewNullLogger()
 	}
@@ -96,6 +111,9 @@ type outcome struct {
 	plan   *structs.Plan
 	failed map[string]*structs.AllocMetric
 	queued map[string]int
+	// more: the plan was cut at MaxPlacementsPerPlan; plan again once it
+	// is committed.
+	more bool
 }
 
 // Process runs the scheduler for eval's job type until its plan is
@@ -132,6 +150,15 @@ func (s *Scheduler) Process(ctx context.Context, eval *structs.Evaluation) error
 			return fmt.Errorf("submitting plan of eval %s: %w", eval.ID, err)
 		}
 		full, expected, actual := result.FullCommit(out.plan)
+		if full && out.more {
+			// A cut plan, committed whole: plan the rest. Each pass
+			// places at least one alloc, so this ends.
+			if refreshed == nil {
+				return fmt.Errorf("planning eval %s: the planner returned no state to plan the rest of a cut plan against", eval.ID)
+			}
+			st, attempt = refreshed, 0
+			continue
+		}
 		if full {
 			break
 		}
