@@ -390,11 +390,13 @@ func maps(m map[string]time.Time) map[string]time.Time {
 	return out
 }
 
-// waitFor polls cond until it is true, fails, or ctx ends.
+// waitFor polls cond until it is true, fails, or ctx ends. An error that
+// says "not now" (no leader while the servers elect one, which a loaded
+// 3-server cluster does) is polled through, not a failure.
 func waitFor(ctx context.Context, what string, cond func() (bool, error)) error {
 	for {
 		ok, err := cond()
-		if err != nil {
+		if err != nil && !transient(err) {
 			return fmt.Errorf("waiting for %s: %w", what, err)
 		}
 		if ok {
@@ -404,6 +406,16 @@ func waitFor(ctx context.Context, what string, cond func() (bool, error)) error 
 			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
 		}
 	}
+}
+
+// transient reports whether err is one the servers answer while they
+// elect a leader.
+func transient(err error) bool {
+	switch structs.CodeOf(err) {
+	case structs.CodeNoLeader, structs.CodeRetryable:
+		return true
+	}
+	return false
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {
