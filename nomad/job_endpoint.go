@@ -147,15 +147,7 @@ func (j *JobEndpoint) GetJob(args *structs.JobSpecificRequest, reply *structs.Si
 	}
 	ns := args.RequestNamespace()
 	return j.srv.blockingRPC(&args.QueryOptions, &reply.QueryMeta, func(ws memdb.WatchSet, snap *state.StateSnapshot) (uint64, error) {
-		job, err := lookupExact("job", args.JobID,
-			func() (*structs.Job, error) {
-				if ns == structs.AllNamespaces {
-					return nil, nil
-				}
-				return snap.JobByID(ws, ns, args.JobID)
-			},
-			func() (memdb.ResultIterator, error) { return snap.JobsByIDPrefix(ws, ns, args.JobID) },
-			func(j *structs.Job) string { return j.ID })
+		job, err := jobExact(ws, snap, ns, args.JobID)
 		if err != nil {
 			return 0, err
 		}
@@ -165,6 +157,20 @@ func (j *JobEndpoint) GetJob(args *structs.JobSpecificRequest, reply *structs.Si
 		}
 		return snap.Index(state.TableJobs)
 	})
+}
+
+// jobExact finds the job with exactly this ID in namespace ns, or in
+// every namespace when ns is "*" (an ID in several is CodeInvalid).
+func jobExact(ws memdb.WatchSet, snap *state.StateSnapshot, ns, id string) (*structs.Job, error) {
+	return lookupExact("job", id,
+		func() (*structs.Job, error) {
+			if ns == structs.AllNamespaces {
+				return nil, nil
+			}
+			return snap.JobByID(ws, ns, id)
+		},
+		func() (memdb.ResultIterator, error) { return snap.JobsByIDPrefix(ws, ns, id) },
+		func(j *structs.Job) string { return j.ID })
 }
 
 // GetJobVersions reads the versions the servers keep of one job (exact
@@ -183,15 +189,7 @@ func (j *JobEndpoint) GetJobVersions(args *structs.JobVersionsRequest, reply *st
 	}
 	ns := args.RequestNamespace()
 	return j.srv.blockingRPC(&args.QueryOptions, &reply.QueryMeta, func(ws memdb.WatchSet, snap *state.StateSnapshot) (uint64, error) {
-		job, err := lookupExact("job", args.JobID,
-			func() (*structs.Job, error) {
-				if ns == structs.AllNamespaces {
-					return nil, nil
-				}
-				return snap.JobByID(ws, ns, args.JobID)
-			},
-			func() (memdb.ResultIterator, error) { return snap.JobsByIDPrefix(ws, ns, args.JobID) },
-			func(j *structs.Job) string { return j.ID })
+		job, err := jobExact(ws, snap, ns, args.JobID)
 		if err != nil {
 			return 0, err
 		}
