@@ -2,6 +2,7 @@ package command
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -124,17 +125,8 @@ func (c *AllocRestartCommand) Run(args []string) int {
 	fs.StringVar(&task, "task", "", "")
 	fs.BoolVar(&all, "all-tasks", false, "")
 	fs.BoolVar(&c.verbose, "verbose", false, "")
-	if err := parseArgs(fs, args); err != nil {
-		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
-	}
-	if fs.NArg() < 1 || fs.NArg() > 2 {
-		return flagErr(c.ui, c.Help(), "This command takes an allocation ID and optionally a task name.")
-	}
-	if fs.NArg() == 2 {
-		if task != "" && task != fs.Arg(1) {
-			return flagErr(c.ui, c.Help(), "Give the task once: -task=%s and %q differ.", task, fs.Arg(1))
-		}
-		task = fs.Arg(1)
+	if rc, ok := parseAllocTaskArgs(c.ui, c.Help(), fs, args, &task); !ok {
+		return rc
 	}
 	if all && task != "" {
 		return flagErr(c.ui, c.Help(), "Give either a task or -all-tasks, not both.")
@@ -191,17 +183,8 @@ func (c *AllocSignalCommand) Run(args []string) int {
 	fs.StringVar(&sig, "s", "", "")
 	fs.StringVar(&task, "task", "", "")
 	fs.BoolVar(&c.verbose, "verbose", false, "")
-	if err := parseArgs(fs, args); err != nil {
-		return flagErr(c.ui, c.Help(), "Error parsing flags: %v", err)
-	}
-	if fs.NArg() < 1 || fs.NArg() > 2 {
-		return flagErr(c.ui, c.Help(), "This command takes an allocation ID and optionally a task name.")
-	}
-	if fs.NArg() == 2 {
-		if task != "" && task != fs.Arg(1) {
-			return flagErr(c.ui, c.Help(), "Give the task once: -task=%s and %q differ.", task, fs.Arg(1))
-		}
-		task = fs.Arg(1)
+	if rc, ok := parseAllocTaskArgs(c.ui, c.Help(), fs, args, &task); !ok {
+		return rc
 	}
 	client, err := c.client()
 	if err != nil {
@@ -234,4 +217,23 @@ func describeTarget(alloc *api.Allocation, task string, verbose bool) string {
 		return fmt.Sprintf("the running tasks of allocation %s", shortID(alloc.ID, verbose))
 	}
 	return fmt.Sprintf("task %q of allocation %s", task, shortID(alloc.ID, verbose))
+}
+
+// parseAllocTaskArgs parses "<allocation> [<task>]" for restart and
+// signal: the task comes from -task or the second argument, not both
+// differently. ok is false when the command must exit with rc.
+func parseAllocTaskArgs(ui *UI, help string, fs *flag.FlagSet, args []string, task *string) (rc int, ok bool) {
+	if err := parseArgs(fs, args); err != nil {
+		return flagErr(ui, help, "Error parsing flags: %v", err), false
+	}
+	if fs.NArg() < 1 || fs.NArg() > 2 {
+		return flagErr(ui, help, "This command takes an allocation ID and optionally a task name."), false
+	}
+	if fs.NArg() == 2 {
+		if *task != "" && *task != fs.Arg(1) {
+			return flagErr(ui, help, "Give the task once: -task=%s and %q differ.", *task, fs.Arg(1)), false
+		}
+		*task = fs.Arg(1)
+	}
+	return 0, true
 }
