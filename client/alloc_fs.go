@@ -80,8 +80,9 @@ func (c *Client) allocDirOf(allocID string) (string, error) {
 	return r.AllocDir().Dir, nil
 }
 
-// AllocFSStat describes one path of an alloc's dir.
-func (c *Client) AllocFSStat(allocID, p string) (*FileInfo, error) {
+// openAllocPath opens path p of the alloc's dir with flags, confined to
+// that dir (see openInAllocDir).
+func (c *Client) openAllocPath(allocID, p string, flags uint64) (*os.File, error) {
 	dir, err := c.allocDirOf(allocID)
 	if err != nil {
 		return nil, err
@@ -90,7 +91,12 @@ func (c *Client) AllocFSStat(allocID, p string) (*FileInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := openInAllocDir(dir, rel, unix.O_PATH)
+	return openInAllocDir(dir, rel, flags)
+}
+
+// AllocFSStat describes one path of an alloc's dir.
+func (c *Client) AllocFSStat(allocID, p string) (*FileInfo, error) {
+	f, err := c.openAllocPath(allocID, p, unix.O_PATH)
 	if err != nil {
 		return nil, err
 	}
@@ -104,15 +110,7 @@ func (c *Client) AllocFSStat(allocID, p string) (*FileInfo, error) {
 
 // AllocFSList lists a directory of an alloc's dir, by name.
 func (c *Client) AllocFSList(allocID, p string) ([]*FileInfo, error) {
-	dir, err := c.allocDirOf(allocID)
-	if err != nil {
-		return nil, err
-	}
-	rel, err := cleanAllocPath(p)
-	if err != nil {
-		return nil, err
-	}
-	f, err := openInAllocDir(dir, rel, unix.O_RDONLY|unix.O_DIRECTORY)
+	f, err := c.openAllocPath(allocID, p, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		if errors.Is(err, unix.ENOTDIR) {
 			return nil, fmt.Errorf("path %q is a file, not a directory: %w", p, ErrNotRegular)
@@ -139,16 +137,8 @@ func (c *Client) AllocFSList(allocID, p string) ([]*FileInfo, error) {
 // AllocFSOpen opens a regular file of an alloc's dir for reading; the
 // caller closes it.
 func (c *Client) AllocFSOpen(allocID, p string) (*os.File, error) {
-	dir, err := c.allocDirOf(allocID)
-	if err != nil {
-		return nil, err
-	}
-	rel, err := cleanAllocPath(p)
-	if err != nil {
-		return nil, err
-	}
 	// O_NONBLOCK: a FIFO must not hang the request before the check below.
-	f, err := openInAllocDir(dir, rel, unix.O_RDONLY|unix.O_NONBLOCK)
+	f, err := c.openAllocPath(allocID, p, unix.O_RDONLY|unix.O_NONBLOCK)
 	if err != nil {
 		return nil, err
 	}
