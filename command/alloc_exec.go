@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -153,38 +152,15 @@ func (c *AllocExecCommand) dialExec(ctx context.Context, addrs []string, allocID
 	}
 	var lastErr error
 	for _, addr := range addrs {
-		if addr == "" {
-			addr = cfg.Address
-		}
-		if !strings.Contains(addr, "://") {
-			addr = "http://" + addr
-		}
-		u, err := url.Parse(addr)
+		u, dial, tc, err := agentTarget(cfg, addr)
 		if err != nil {
-			return nil, fmt.Errorf("invalid address %q: %w", addr, err)
+			return nil, err
 		}
-		d := websocket.Dialer{HandshakeTimeout: 30 * time.Second, NetDialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext}
-		if cfg.TLSConfig != nil {
-			tc, err := cfg.TLSConfig.ClientConfig()
-			if err != nil {
-				return nil, fmt.Errorf("tls: %w", err)
-			}
-			d.TLSClientConfig = tc
-		}
-		switch u.Scheme {
-		case "http":
-			u.Scheme = "ws"
-		case "https":
+		d := websocket.Dialer{HandshakeTimeout: 30 * time.Second, NetDialContext: dial, TLSClientConfig: tc}
+		if u.Scheme == "https" {
 			u.Scheme = "wss"
-		case "unix":
-			sock := u.Path
-			d.NetDialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
-				var nd net.Dialer
-				return nd.DialContext(ctx, "unix", sock)
-			}
-			u = &url.URL{Scheme: "ws", Host: "unix"}
-		default:
-			return nil, fmt.Errorf("invalid address %q: scheme must be http, https or unix", addr)
+		} else {
+			u.Scheme = "ws"
 		}
 		u.Path = "/v1/client/allocation/" + allocID + "/exec"
 		u.RawQuery = params.Encode()

@@ -3,6 +3,7 @@ package command
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"flag"
@@ -426,12 +427,11 @@ func (f kvFlag) Set(s string) error {
 
 // ---- raw HTTP, for the routes api.Client does not wrap -------------------
 
-// rawGet sends GET path?params to addr (http://, https:// or unix://;
-// "" is the configured agent) with the CLI's token and namespace, and
-// returns the open response. A non-2xx answer comes back as
-// *api.StatusError, as the api package reports it.
-func (m *Meta) rawGet(ctx context.Context, addr, path string, params url.Values) (*http.Response, error) {
-	cfg := m.apiConfig()
+// agentTarget resolves addr (http://, https:// or unix://; "" is the
+// configured agent; no scheme means http) to the URL to ask, with the
+// dialer and TLS config that reach it. A unix socket comes back as
+// http://unix with a dialer for the socket.
+func agentTarget(cfg *api.Config, addr string) (*url.URL, func(ctx context.Context, network, address string) (net.Conn, error), *tls.Config, error) {
 	if addr == "" {
 		addr = cfg.Address
 	}
@@ -440,28 +440,41 @@ func (m *Meta) rawGet(ctx context.Context, addr, path string, params url.Values)
 	}
 	u, err := url.Parse(addr)
 	if err != nil {
-		return nil, fmt.Errorf("invalid address %q: %w", addr, err)
+		return nil, nil, nil, fmt.Errorf("invalid address %q: %w", addr, err)
 	}
-	transport := &http.Transport{Proxy: nil, DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext}
+	var tc *tls.Config
 	if cfg.TLSConfig != nil {
-		tc, err := cfg.TLSConfig.ClientConfig()
-		if err != nil {
-			return nil, fmt.Errorf("tls: %w", err)
+		if tc, err = cfg.TLSConfig.ClientConfig(); err != nil {
+			return nil, nil, nil, fmt.Errorf("tls: %w", err)
 		}
-		transport.TLSClientConfig = tc
 	}
+	dial := (&net.Dialer{Timeout: 5 * time.Second}).DialContext
 	switch u.Scheme {
 	case "http", "https":
 	case "unix":
 		sock := u.Path
-		transport.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+		dial = func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", sock)
 		}
 		u = &url.URL{Scheme: "http", Host: "unix"}
 	default:
-		return nil, fmt.Errorf("invalid address %q: scheme must be http, https or unix", addr)
+		return nil, nil, nil, fmt.Errorf("invalid address %q: scheme must be http, https or unix", addr)
 	}
+	return u, dial, tc, nil
+}
+
+// rawGet sends GET path?params to addr (http://, https:// or unix://;
+// "" is the configured agent) with the CLI's token and namespace, and
+// returns the open response. A non-2xx answer comes back as
+// *api.StatusError, as the api package reports it.
+func (m *Meta) rawGet(ctx context.Context, addr, path string, params url.Values) (*http.Response, error) {
+	cfg := m.apiConfig()
+	u, dial, tc, err := agentTarget(cfg, addr)
+	if err != nil {
+		return nil, err
+	}
+	transport := &http.Transport{Proxy: nil, DialContext: dial, TLSClientConfig: tc}
 	if params == nil {
 		params = url.Values{}
 	}
