@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -106,8 +105,8 @@ func (c *AllocExecCommand) Run(args []string) int {
 		c.ui.Error("%v", err)
 		return 1
 	}
-	if task, err = pickTask(alloc, task, c.verbose); err != nil {
-		c.ui.Error("%s", strings.ReplaceAll(err.Error(), "berth alloc logs", "berth alloc exec -task"))
+	if task, err = pickTask(alloc, task, c.verbose, "berth alloc exec -task <task> %s <command>"); err != nil {
+		c.ui.Error("%v", err)
 		return 1
 	}
 	addrs, err := c.logAddrs(client, alloc)

@@ -29,7 +29,7 @@ func (m *Meta) lifecycleTarget(client *api.Client, prefix, task string, all bool
 	if all || task == "" {
 		return alloc, "", nil
 	}
-	task, err = pickTask(alloc, task, m.verbose)
+	task, err = pickTask(alloc, task, m.verbose, "%s <task>") // task is never empty here
 	return alloc, task, err
 }
 

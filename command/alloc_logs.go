@@ -124,7 +124,7 @@ func (c *AllocLogsCommand) Run(args []string) int {
 		c.ui.Error("%v", err)
 		return 1
 	}
-	if task, err = pickTask(alloc, task, c.verbose); err != nil {
+	if task, err = pickTask(alloc, task, c.verbose, "berth alloc logs %s <task>"); err != nil {
 		c.ui.Error("%v", err)
 		return 1
 	}
@@ -206,8 +206,9 @@ func (c *AllocLogsCommand) jobAlloc(client *api.Client, jobID string) (*api.Allo
 }
 
 // pickTask checks task against the allocation's tasks, or picks the only
-// one when task is empty.
-func pickTask(alloc *api.Allocation, task string, verbose bool) (string, error) {
+// one when task is empty. usage is the command line that names a task,
+// with %s for the allocation ID, quoted in the error when one must be named.
+func pickTask(alloc *api.Allocation, task string, verbose bool, usage string) (string, error) {
 	var tasks []string
 	if alloc.Job != nil {
 		if tg := alloc.Job.LookupTaskGroup(alloc.TaskGroup); tg != nil {
@@ -237,10 +238,10 @@ func pickTask(alloc *api.Allocation, task string, verbose bool) (string, error) 
 	case 1:
 		return tasks[0], nil
 	case 0:
-		return "", fmt.Errorf("Allocation %s has no tasks yet; name the task: berth alloc logs %s <task>", shortID(alloc.ID, verbose), shortID(alloc.ID, verbose))
+		return "", fmt.Errorf("Allocation %s has no tasks yet; name the task: %s", shortID(alloc.ID, verbose), fmt.Sprintf(usage, shortID(alloc.ID, verbose)))
 	}
-	return "", fmt.Errorf("Allocation %s runs %d tasks (%s); name one: berth alloc logs %s <task>",
-		shortID(alloc.ID, verbose), len(tasks), strings.Join(tasks, ", "), shortID(alloc.ID, verbose))
+	return "", fmt.Errorf("Allocation %s runs %d tasks (%s); name one: %s",
+		shortID(alloc.ID, verbose), len(tasks), strings.Join(tasks, ", "), fmt.Sprintf(usage, shortID(alloc.ID, verbose)))
 }
 
 // logAddrs are the agents to ask for the logs, in order: the agent of

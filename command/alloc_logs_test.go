@@ -113,9 +113,9 @@ func TestAllocLogs_FollowPrintsWhatComesLater(t *testing.T) {
 func TestPickTask(t *testing.T) {
 	a := testAlloc(allocA, "web", "e", nodeA, api.AllocClientStatusRunning)
 	a.TaskStates = map[string]*api.TaskState{"a": {}, "b": {}}
-	_, err := pickTask(a, "", false)
-	must.ErrorContains(t, err, "runs 2 tasks (a, b); name one")
-	got, err := pickTask(a, "b", false)
+	_, err := pickTask(a, "", false, "berth alloc logs %s <task>")
+	must.ErrorContains(t, err, "runs 2 tasks (a, b); name one: berth alloc logs "+allocA[:8]+" <task>")
+	got, err := pickTask(a, "b", false, "berth alloc logs %s <task>")
 	must.NoError(t, err)
 	must.Eq(t, "b", got)
 }
