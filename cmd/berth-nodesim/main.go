@@ -63,7 +63,12 @@ func main() {
 			fmt.Fprintln(os.Stderr, "berth-nodesim: -pprof:", err)
 			os.Exit(2)
 		}
-		go func() { _ = http.ListenAndServe(*pprofAddr, nil) }()
+		// Lives as long as the process; a failure to listen is reported, not fatal.
+		go func() {
+			if err := http.ListenAndServe(*pprofAddr, nil); err != nil {
+				progress.Error("pprof server stopped", "address", *pprofAddr, "error", err)
+			}
+		}()
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
