@@ -47,7 +47,11 @@ lint: fmt-check vet tidy-check
 # browser installs headless Chromium from Debian's packages for the UI's
 # browser tests (chromedp), when it is missing and we are root; apt-get
 # update runs only if the install fails without it. Without Chromium those
-# tests skip and say so.
+# tests skip and say so. The package is pinned to the machine's Debian
+# release, not to one build: Debian's security archive keeps only the
+# newest Chromium, so an exact version would stop installing at its next
+# security update, and chromedp speaks the DevTools protocol every recent
+# Chromium serves (tested with 148.0.7778.167-1~deb12u1 from bookworm-security).
 CHROMIUM_PKG ?= chromium
 browser:
 	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then :; \
