@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"testing"
 
 	"github.com/hashicorp/raft"
+	raftwal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/metadb"
 	"github.com/shoenig/test/must"
 
 	"github.com/berth-io/berth/nomad"
@@ -127,6 +130,48 @@ func TestServer_RestartFromDataDirRecoversState(t *testing.T) {
 	}
 	s = cluster.Restart(t, s)
 	must.Eq(t, id, s.ID()) // the server ID persists in data_dir
+	cluster.WaitForLeader(t, s)
+	waitForNode(t, 9, s)
+	for i := range 10 {
+		n, err := s.State().NodeByID(nil, testNode(i).ID)
+		must.NoError(t, err)
+		must.NotNil(t, n, must.Sprintf("node %d lost across restart", i))
+	}
+	registerNode(t, s, 10)
+}
+
+// TestServer_RestartAfterRaftTruncatedALogSuffix is the crash-loop of
+// SEED=20538: a server whose Raft had cleared a log suffix (entries a new
+// leader did not have) panicked on restart inside raft.NewRaft with
+// raft-wal's "sealed segment has no index block" (hashicorp/raft-wal#31).
+// The suffix is made here as Raft makes it, on the stopped server's log:
+// one uncommitted entry appended after the last, then deleted. The server
+// must come back with every entry it kept.
+func TestServer_RestartAfterRaftTruncatedALogSuffix(t *testing.T) {
+	dir := t.TempDir()
+	s := cluster.NewServer(t, func(c *nomad.Config) {
+		c.DevMode = false
+		c.DataDir = dir
+	})
+	for i := range 10 {
+		registerNode(t, s, i)
+	}
+	must.NoError(t, s.Shutdown())
+
+	walDir := filepath.Join(dir, "server", "raft", "wal")
+	meta := &metadb.BoltMetaDB{}
+	wal, err := raftwal.Open(walDir, raftwal.WithMetaStore(meta))
+	must.NoError(t, err)
+	last, err := wal.LastIndex()
+	must.NoError(t, err)
+	var l raft.Log
+	must.NoError(t, wal.GetLog(last, &l))
+	must.NoError(t, wal.StoreLog(&raft.Log{Index: last + 1, Term: l.Term, Type: raft.LogNoop}))
+	must.NoError(t, wal.DeleteRange(last+1, last+1))
+	must.NoError(t, wal.Close())
+	must.NoError(t, meta.Close())
+
+	s = cluster.Restart(t, s)
 	cluster.WaitForLeader(t, s)
 	waitForNode(t, 9, s)
 	for i := range 10 {

@@ -12,11 +12,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftwal "github.com/hashicorp/raft-wal"
-	"github.com/hashicorp/raft-wal/metadb"
 
 	"github.com/berth-io/berth/nomad/msgpack"
 	"github.com/berth-io/berth/nomad/raftguard"
+	"github.com/berth-io/berth/nomad/raftlog"
 	"github.com/berth-io/berth/nomad/structs"
 )
 
@@ -54,16 +53,14 @@ func (s *Server) setupRaft() error {
 		if err := os.MkdirAll(walDir, 0o700); err != nil {
 			return fmt.Errorf("server: creating raft dir %s: %w", walDir, err)
 		}
-		// We own the WAL's meta store because WAL.Close does not close it:
-		// its bbolt file lock would outlive the server and a restart in
-		// the same process would wait on it forever.
-		meta := &metadb.BoltMetaDB{}
-		wal, err := raftwal.Open(walDir, raftwal.WithMetaStore(meta), raftwal.WithLogger(s.config.Logger.Named("raft-wal")))
+		// raftlog opens raft-wal after repairing what its v0.4.0 breaks on
+		// a suffix truncation (the package doc says how).
+		store, err := raftlog.Open(walDir, s.config.Logger.Named("raft-wal"))
 		if err != nil {
-			meta.Close()
 			return fmt.Errorf("server: opening raft log in %s: %w", walDir, err)
 		}
-		s.raftStoreClose = func() error { return errors.Join(wal.Close(), meta.Close()) }
+		s.raftStoreClose = store.Close
+		wal := store.WAL
 		fss, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, s.config.Logger.Named("raft-snap"))
 		if err != nil {
 			return fmt.Errorf("server: opening raft snapshots in %s: %w", dir, err)
