@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,24 +18,79 @@ import (
 // the same data dir fails fast instead of hanging. A var for tests.
 var openTimeout = 5 * time.Second
 
-// NewBoltDB opens (creating if needed) the bbolt store at path.
+// NewBoltDB opens (creating if needed) the bbolt store at path, and its
+// node-local file next to it (see doc.go, "Two files").
 func NewBoltDB(path string) (DB, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("creating client state dir: %w", err)
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: openTimeout})
+	durable, err := openBolt(path, false)
+	if err != nil {
+		return nil, err
+	}
+	localPath, bootScoped := localFile(path)
+	local, err := openBolt(localPath, bootScoped)
+	if err != nil {
+		durable.Close()
+		return nil, err
+	}
+	if bootScoped {
+		removeOtherBoots(path, localPath)
+	}
+	s, err := newStore(&boltBackend{db: durable}, &boltBackend{db: local})
+	if err != nil {
+		local.Close()
+		durable.Close()
+		return nil, fmt.Errorf("opening client state %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// openBolt opens one bbolt file. noSync skips every fsync: see doc.go for
+// why the node-local file may.
+func openBolt(path string, noSync bool) (*bolt.DB, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:        openTimeout,
+		NoSync:         noSync,
+		NoGrowSync:     noSync,
+		NoFreelistSync: noSync,
+	})
 	if err != nil {
 		if errors.Is(err, bolterrors.ErrTimeout) {
 			return nil, fmt.Errorf("opening client state %s: locked by another process (is another client running on this data_dir?)", path)
 		}
 		return nil, fmt.Errorf("opening client state %s: %w", path, err)
 	}
-	s, err := newStore(&boltBackend{db: db})
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("opening client state %s: %w", path, err)
+	return db, nil
+}
+
+// bootIDPath is the kernel's ID of the current boot. A var for tests.
+var bootIDPath = "/proc/sys/kernel/random/boot_id"
+
+// localFile returns the node-local file of the store at path:
+// <stem>-local-<boot id>.db, boot-scoped. Without a boot ID (not Linux)
+// it is <stem>-local.db and not boot-scoped: it is then synced like the
+// durable file, since nothing would tell a reboot from a restart.
+func localFile(path string) (string, bool) {
+	stem := strings.TrimSuffix(path, ".db")
+	raw, err := os.ReadFile(bootIDPath)
+	boot := strings.TrimSpace(string(raw))
+	if err != nil || boot == "" || strings.ContainsAny(boot, `/\`) {
+		return stem + "-local.db", false
 	}
-	return s, nil
+	return stem + "-local-" + boot + ".db", true
+}
+
+// removeOtherBoots removes the node-local files of earlier boots: their
+// mounts and processes ended with that boot, and an unsynced file a
+// machine crash cut short may be torn, so it is never read.
+func removeOtherBoots(path, keep string) {
+	others, _ := filepath.Glob(strings.TrimSuffix(path, ".db") + "-local-*.db")
+	for _, f := range others {
+		if f != keep {
+			_ = os.Remove(f) // best effort: a stale file is never opened anyway
+		}
+	}
 }
 
 // boltBackend is the client state in bbolt. Updates are committed in

@@ -10,7 +10,7 @@ import (
 // NewMemDB returns an in-memory DB with the same semantics as the bbolt
 // one (values are encoded, so callers never share memory with the store).
 func NewMemDB() DB {
-	s, err := newStore(&memBackend{root: newMemBucket()})
+	s, err := newStore(&memBackend{root: newMemBucket()}, &memBackend{root: newMemBucket()})
 	if err != nil {
 		panic(fmt.Sprintf("initialising in-memory client state: %v", err)) // cannot fail in memory
 	}

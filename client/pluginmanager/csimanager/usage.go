@@ -11,7 +11,8 @@ import (
 
 // Staging usage: which allocs use each staged (volume, usage) on this node.
 // It decides when NodeUnstage is safe, so it lives in the client state
-// (state.BucketCSIUsage), not in memory: a restarted client must never
+// (state.BucketCSIUsage, in its node-local file: a reboot ends the
+// stagings with it), not in memory: a restarted client must never
 // unstage a volume that another alloc still uses (DESIGN.md §4 guarantee
 // 4). Reads and writes happen under the volume's operation lock.
 

@@ -1,0 +1,218 @@
+package state
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/shoenig/test/must"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/berth-io/berth/nomad/structs"
+	"github.com/berth-io/berth/plugins/drivers"
+)
+
+// withBootID points the boot ID at a file holding id, for the test.
+func withBootID(t *testing.T, id string) {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "boot_id")
+	must.NoError(t, os.WriteFile(p, []byte(id+"\n"), 0o600))
+	old := bootIDPath
+	bootIDPath = p
+	t.Cleanup(func() { bootIDPath = old })
+}
+
+// fillBoth writes one record of every kind.
+func fillBoth(t *testing.T, db DB) {
+	t.Helper()
+	must.NoError(t, db.PutNodeIdentity(&NodeIdentity{ID: "n1", SecretID: "s1"}))
+	must.NoError(t, db.PutAlloc(testAlloc()))
+	must.NoError(t, db.PutAllocState("a1", &AllocState{TasksExited: true}))
+	must.NoError(t, db.PutTaskState("a1", "t", &structs.TaskState{State: structs.TaskStateRunning}))
+	must.NoError(t, db.PutTaskHandle("a1", "t", &drivers.TaskHandle{Version: 1}))
+	must.NoError(t, db.PutHookData("a1", "csi", []byte(`{"volumes":{}}`)))
+	must.NoError(t, db.Put(BucketCSIUsage, "p/ns/v/rw", []byte(`{"allocs":["a1"]}`)))
+	must.NoError(t, db.Put(BucketDynamicPlugins, "csi/p", []byte("x")))
+}
+
+// TestBoltDB_ARebootKeepsOnlyTheDurableRecords: a process restart (same
+// boot) keeps everything; a restart after a reboot keeps what the servers
+// or a fresh start rely on (identity, allocs, TasksExited, plugin
+// registry) and nothing of what ended with the boot (task handles and
+// states, mount records, staging usage), and the old boot's file is gone.
+func TestBoltDB_ARebootKeepsOnlyTheDurableRecords(t *testing.T) {
+	withBootID(t, "boot-1")
+	path := filepath.Join(t.TempDir(), "client", "state.db")
+	db, err := NewBoltDB(path)
+	must.NoError(t, err)
+	fillBoth(t, db)
+	must.NoError(t, db.Close())
+	_, err = os.Stat(filepath.Join(filepath.Dir(path), "state-local-boot-1.db"))
+	must.NoError(t, err)
+
+	// Same boot: everything is there.
+	db, err = NewBoltDB(path)
+	must.NoError(t, err)
+	h, err := db.GetTaskHandle("a1", "t")
+	must.NoError(t, err)
+	must.NotNil(t, h)
+	hd, err := db.GetHookData("a1", "csi")
+	must.NoError(t, err)
+	must.NotNil(t, hd)
+	must.NoError(t, db.Close())
+
+	withBootID(t, "boot-2")
+	db, err = NewBoltDB(path)
+	must.NoError(t, err)
+	defer db.Close()
+	_, err = os.Stat(filepath.Join(filepath.Dir(path), "state-local-boot-1.db"))
+	must.True(t, os.IsNotExist(err), must.Sprint("the last boot's node-local file was not removed"))
+
+	id, err := db.GetNodeIdentity()
+	must.NoError(t, err)
+	must.Eq(t, "n1", id.ID)
+	allocs, err := db.GetAllocs()
+	must.NoError(t, err)
+	must.Len(t, 1, allocs)
+	as, err := db.GetAllocState("a1")
+	must.NoError(t, err)
+	must.True(t, as.TasksExited)
+	reg, err := db.Get(BucketDynamicPlugins, "csi/p")
+	must.NoError(t, err)
+	must.Eq(t, "x", string(reg))
+
+	h, err = db.GetTaskHandle("a1", "t")
+	must.NoError(t, err)
+	must.Nil(t, h)
+	ts, err := db.GetTaskState("a1", "t")
+	must.NoError(t, err)
+	must.Nil(t, ts)
+	hd, err = db.GetHookData("a1", "csi")
+	must.NoError(t, err)
+	must.Nil(t, hd)
+	usage, err := db.List(BucketCSIUsage)
+	must.NoError(t, err)
+	must.MapEmpty(t, usage)
+
+	// The restored alloc takes node-local writes again.
+	must.NoError(t, db.PutHookData("a1", "csi", []byte("y")))
+}
+
+// TestBoltDB_ReconcilesACrashBetweenTheTwoFiles: PutAlloc and DeleteAlloc
+// write the durable file first; a crash after that write leaves an alloc
+// without its local marker, or local records of a deleted alloc. The next
+// open repairs both.
+func TestBoltDB_ReconcilesACrashBetweenTheTwoFiles(t *testing.T) {
+	withBootID(t, "boot-1")
+	path := filepath.Join(t.TempDir(), "state.db")
+	db, err := NewBoltDB(path)
+	must.NoError(t, err)
+	s := db.(*store)
+	must.NoError(t, db.PutAlloc(testAlloc()))
+	// Crash after PutAlloc's durable write: no marker.
+	must.NoError(t, s.local.update(func(tx txn) error { return tx.bucket(bucketAllocs).deleteBucket("a1") }))
+	// Crash after DeleteAlloc's durable write: local records of "gone".
+	must.NoError(t, s.local.update(func(tx txn) error {
+		b, err := tx.bucket(bucketAllocs).createBucket("gone")
+		if err != nil {
+			return err
+		}
+		if err := b.put(keyAlloc, localMarker); err != nil {
+			return err
+		}
+		hb, err := b.createBucket(bucketHooks)
+		if err != nil {
+			return err
+		}
+		return hb.put("csi", []byte("mounted"))
+	}))
+	must.ErrorIs(t, db.PutHookData("a1", "csi", []byte("x")), ErrUnknownAlloc)
+	must.NoError(t, db.Close())
+
+	db, err = NewBoltDB(path)
+	must.NoError(t, err)
+	defer db.Close()
+	must.NoError(t, db.PutHookData("a1", "csi", []byte("x")), must.Sprint("the alloc's marker was not restored"))
+	hd, err := db.GetHookData("gone", "csi")
+	must.NoError(t, err)
+	must.Nil(t, hd, must.Sprint("local records of a deleted alloc survived the reopen"))
+	must.ErrorIs(t, db.PutHookData("gone", "csi", []byte("x")), ErrUnknownAlloc)
+}
+
+// TestBoltDB_MovesVersion1RecordsToTheLocalFile: a client upgraded in
+// place (same boot, tasks running) must find the task handles, mount
+// records and staging usage that version 1 kept in state.db; otherwise it
+// would start every task a second time.
+func TestBoltDB_MovesVersion1RecordsToTheLocalFile(t *testing.T) {
+	withBootID(t, "boot-1")
+	path := filepath.Join(t.TempDir(), "state.db")
+	raw, err := encode(testAlloc())
+	must.NoError(t, err)
+	handle, err := encode(&drivers.TaskHandle{Version: 1, State: drivers.TaskStateRunning})
+	must.NoError(t, err)
+	v1, err := bolt.Open(path, 0o600, nil)
+	must.NoError(t, err)
+	must.NoError(t, v1.Update(func(tx *bolt.Tx) error {
+		put := func(path []string, key string, value []byte) {
+			b, err := tx.CreateBucketIfNotExists([]byte(path[0]))
+			must.NoError(t, err)
+			for _, p := range path[1:] {
+				b, err = b.CreateBucketIfNotExists([]byte(p))
+				must.NoError(t, err)
+			}
+			must.NoError(t, b.Put([]byte(key), value))
+		}
+		put([]string{bucketMeta}, keyVersion, []byte(schemaV1))
+		put([]string{bucketAllocs, "a1"}, keyAlloc, raw)
+		put([]string{bucketAllocs, "a1", bucketTasks, "t"}, keyHandle, handle)
+		put([]string{bucketAllocs, "a1", bucketHooks}, "csi", []byte("mounted"))
+		put([]string{bucketKV, BucketCSIUsage}, "k", []byte("u"))
+		put([]string{bucketKV, BucketDynamicPlugins}, "p", []byte("r"))
+		return nil
+	}))
+	must.NoError(t, v1.Close())
+
+	db, err := NewBoltDB(path)
+	must.NoError(t, err)
+	h, err := db.GetTaskHandle("a1", "t")
+	must.NoError(t, err)
+	must.NotNil(t, h, must.Sprint("the task handle of version 1 was lost"))
+	must.Eq(t, drivers.TaskStateRunning, h.State)
+	hd, err := db.GetHookData("a1", "csi")
+	must.NoError(t, err)
+	must.Eq(t, "mounted", string(hd))
+	u, err := db.Get(BucketCSIUsage, "k")
+	must.NoError(t, err)
+	must.Eq(t, "u", string(u))
+	r, err := db.Get(BucketDynamicPlugins, "p")
+	must.NoError(t, err)
+	must.Eq(t, "r", string(r))
+	s := db.(*store)
+	must.NoError(t, s.durable.view(func(tx txn) error {
+		must.Eq(t, schemaVersion, string(tx.bucket(bucketMeta).get(keyVersion)))
+		must.Nil(t, walk(tx, []string{bucketAllocs, "a1", bucketTasks}), must.Sprint("moved records stayed in state.db"))
+		return nil
+	}))
+	must.NoError(t, db.Close())
+}
+
+// TestBoltDB_OnlyTheBootScopedFileSkipsFsync: without a boot ID the local
+// file cannot tell a reboot from a restart, so it is synced.
+func TestBoltDB_OnlyTheBootScopedFileSkipsFsync(t *testing.T) {
+	withBootID(t, "boot-1")
+	db, err := NewBoltDB(filepath.Join(t.TempDir(), "state.db"))
+	must.NoError(t, err)
+	s := db.(*store)
+	must.True(t, s.local.(*boltBackend).db.NoSync)
+	must.False(t, s.durable.(*boltBackend).db.NoSync)
+	must.NoError(t, db.Close())
+
+	bootIDPath = filepath.Join(t.TempDir(), "missing")
+	dir := t.TempDir()
+	db, err = NewBoltDB(filepath.Join(dir, "state.db"))
+	must.NoError(t, err)
+	defer db.Close()
+	must.False(t, db.(*store).local.(*boltBackend).db.NoSync)
+	_, err = os.Stat(filepath.Join(dir, "state-local.db"))
+	must.NoError(t, err)
+}
