@@ -43,6 +43,9 @@ type Client struct {
 	// csiChanged is signalled when the node's CSI info changed and the
 	// servers must hear of it (Node.Register).
 	csiChanged chan struct{}
+	// serverContact is signalled when a server answers an RPC: the node
+	// session's redial stops waiting out its backoff (redialer).
+	serverContact chan struct{}
 
 	// ctx ends at Shutdown; every goroutine the client starts watches it
 	// and is counted in wg.
@@ -89,6 +92,8 @@ func New(cfg *Config) (*Client, error) {
 		registered: make(chan struct{}),
 		allocs:     map[string]*allocEntry{},
 		csiChanged: make(chan struct{}, 1),
+
+		serverContact: make(chan struct{}, 1),
 	}
 	if c.dataDir == "" {
 		if !cfg.DevMode {

@@ -27,7 +27,9 @@ type SessionDialer interface {
 	DialNodeSession(ctx context.Context) (net.Conn, error)
 }
 
-// nodeSessionBackoff paces redials of a failed or broken session.
+// nodeSessionBackoff paces redials of a failed or broken session: capped
+// at 5 s so a down leader is not dialled by every client at once, while
+// any answer from the servers cuts the wait short (redialer.wait).
 var nodeSessionBackoff = helper.Backoff{Base: 100 * time.Millisecond, Max: 5 * time.Second}
 
 // nodeSessionLoop keeps a node session open until ctx ends.
@@ -55,20 +57,73 @@ func (c *Client) nodeSessionLoop(ctx context.Context) {
 		c.logger.Error("node session: registering endpoint", "error", err)
 		return
 	}
+	rd := redialer{backoff: nodeSessionBackoff, contact: c.serverContact}
+	rd.run(ctx, dialer.DialNodeSession, func(conn net.Conn) { c.serveNodeSession(ctx, srv, conn) },
+		func(err error) { c.logger.Debug("node session: dialling the leader", "error", err) })
+}
+
+// redialer keeps dialling a session after each one fails or breaks. The
+// wait between dials grows with backoff, but a server answering any other
+// RPC of this client (contact: the client's heartbeats, alloc updates)
+// means a partition has healed or a leader is back, so the wait is cut to
+// backoff's first step (jittered, so clients healed together do not dial
+// together). Only answers after a dial count, and a dial is never sooner
+// than that first step after a wake, so even a stream of answers cannot
+// make the client dial faster than one per first step.
+type redialer struct {
+	backoff helper.Backoff
+	contact chan struct{}
+}
+
+// run dials until ctx ends, serving each session with serve until it
+// ends; failed reports a failed dial.
+func (rd redialer) run(ctx context.Context, dial func(context.Context) (net.Conn, error), serve func(net.Conn), failed func(error)) {
 	attempt := 0
 	for ctx.Err() == nil {
-		conn, err := dialer.DialNodeSession(ctx)
+		// Answers that came before this dial say nothing about it.
+		select {
+		case <-rd.contact:
+		default:
+		}
+		conn, err := dial(ctx)
 		if err == nil {
 			start := time.Now()
-			c.serveNodeSession(ctx, srv, conn)
+			serve(conn)
 			if time.Since(start) > 10*time.Second {
 				attempt = 0 // a session that lived was no failure
 			}
 		} else if ctx.Err() == nil {
-			c.logger.Debug("node session: dialling the leader", "error", err)
+			failed(err)
 		}
-		helper.SleepCtx(ctx, nodeSessionBackoff.Delay(attempt))
+		if !rd.wait(ctx, rd.backoff.Delay(attempt)) {
+			return
+		}
 		attempt++
+	}
+}
+
+// wait sleeps d, or backoff's first step once a server answers, whichever
+// ends first; false when ctx ends.
+func (rd redialer) wait(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	case <-rd.contact:
+	}
+	short := rd.backoff.Delay(0)
+	if short >= d {
+		return ctx.Err() == nil // d was no longer than the cut: go now
+	}
+	t.Reset(short)
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 

@@ -34,6 +34,19 @@ func (c *Client) rpc(ctx context.Context, method string, args, reply any) error 
 	if ar, ok := args.(structs.AuthRequest); ok && ar.GetAuthToken() == "" {
 		ar.SetAuthToken(c.nodeSecret())
 	}
+	err := c.rpcOnce(ctx, method, args, reply)
+	if err == nil {
+		// A server answered: a node session waiting out its redial
+		// backoff redials now (redialer).
+		select {
+		case c.serverContact <- struct{}{}:
+		default:
+		}
+	}
+	return err
+}
+
+func (c *Client) rpcOnce(ctx context.Context, method string, args, reply any) error {
 	if cr, ok := c.cfg.RPC.(ContextRPCer); ok {
 		return cr.RPCContext(ctx, method, args, reply)
 	}
