@@ -1,8 +1,10 @@
 package sim
 
 import (
+	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,30 +62,73 @@ func report(t *testing.T, s *Schedule, vs []Violation, budget int) *Schedule {
 	return min
 }
 
-// runBatch runs scheds in parallel, each in a subtest that owns its
+// runBatch runs scheds concurrently, each in a subtest that owns its
 // cluster, and returns their violations and the witnesses' total counts.
+//
+// A schedule is mostly waiting (its own waits, a quiet spell before the
+// end state is judged), so throughput is how many run at once. One-server
+// and three-server schedules get separate bounds (parallelism): a
+// one-server cluster has no election to lose under load, while the
+// three-server clusters' 100 ms election timeouts flap once too many
+// compete for the cores. Subtests are started by one dispatcher per kind
+// (t.Run may be called from several goroutines at once), so a kind at
+// its bound never holds up the other.
 func runBatch(t *testing.T, scheds []*Schedule) ([][]Violation, Stats) {
+	p1, p3 := parallelism(t)
 	results := make([][]Violation, len(scheds))
 	var total Stats
 	var mu sync.Mutex
 	t.Run("batch", func(t *testing.T) {
-		for i, s := range scheds {
-			t.Run(fmt.Sprintf("seed=%d", s.Seed), func(t *testing.T) {
-				t.Parallel()
-				vs, st := RunStats(t, s)
-				if os.Getenv("SIM_VERBOSE") != "" {
-					t.Logf("%s%+v", s, st)
+		var wg sync.WaitGroup
+		dispatch := func(three bool, n int) {
+			defer wg.Done()
+			sem := make(chan struct{}, n)
+			var runs sync.WaitGroup
+			for i, s := range scheds {
+				if (s.Servers >= 3) != three {
+					continue
 				}
-				mu.Lock()
-				defer mu.Unlock()
-				results[i] = vs
-				total.Publishes += st.Publishes
-				total.Unpublishes += st.Unpublishes
-				total.Failed += st.Failed
-			})
+				sem <- struct{}{}
+				runs.Go(func() {
+					defer func() { <-sem }()
+					t.Run(fmt.Sprintf("seed=%d", s.Seed), func(t *testing.T) {
+						vs, st := RunStats(t, s)
+						if os.Getenv("SIM_VERBOSE") != "" {
+							t.Logf("%s%+v", s, st)
+						}
+						mu.Lock()
+						defer mu.Unlock()
+						results[i] = vs
+						total.Publishes += st.Publishes
+						total.Unpublishes += st.Unpublishes
+						total.Failed += st.Failed
+					})
+				})
+			}
+			runs.Wait()
 		}
+		wg.Add(2)
+		go dispatch(false, p1)
+		go dispatch(true, p3)
+		wg.Wait()
 	})
 	return results, total
+}
+
+// parallelism is how many one-server and how many three-server schedules
+// run at once: SIM_PARALLEL and SIM_PARALLEL3, each defaulting to go
+// test's -parallel (GOMAXPROCS unless given), and SIM_PARALLEL3 to no
+// more than SIM_PARALLEL.
+func parallelism(t *testing.T) (one, three int) {
+	def := uint64(runtime.GOMAXPROCS(0))
+	if f := flag.Lookup("test.parallel"); f != nil {
+		if n, err := strconv.ParseUint(f.Value.String(), 10, 64); err == nil && n > 0 {
+			def = n
+		}
+	}
+	one = int(max(1, envInt(t, "SIM_PARALLEL", def)))
+	three = int(max(1, envInt(t, "SIM_PARALLEL3", uint64(one))))
+	return one, three
 }
 
 // TestSim runs SCHEDULES seeded schedules (seeds SEED_BASE, SEED_BASE+1,
@@ -103,10 +148,9 @@ func TestSim(t *testing.T) {
 		}
 	}
 	startAt := time.Now()
-	// Every schedule is a parallel subtest with its own cluster; go test's
-	// -parallel (GOMAXPROCS unless given; make sim passes SIM_PARALLEL)
-	// bounds how many run at once. Violating ones are then reported and
-	// shrunk one at a time.
+	// Every schedule is a subtest with its own cluster; SIM_PARALLEL and
+	// SIM_PARALLEL3 bound how many run at once (runBatch). Violating ones
+	// are then reported and shrunk one at a time.
 	scheds := make([]*Schedule, len(seeds))
 	for i, seed := range seeds {
 		scheds[i] = Generate(seed, DefaultGen)
