@@ -27,8 +27,8 @@ type importRule struct {
 
 var importRules = []importRule{
 	{pkg: "cmd/berth", what: "`main` only",
-		berth: []string{"command"},
-		why:   "main only dispatches to command"},
+		berth: []string{"command", "plugins/drivers/executor/early"},
+		why:   "main only dispatches to command; an executor runs from package early's init, before the rest of the binary initialises"},
 	{pkg: "cmd/berth-bench", what: "the CSI latency table next to floors measured in the same run",
 		berth: []string{"api"},
 		third: []string{"github.com/hashicorp/raft", "github.com/hashicorp/raft-wal", "github.com/container-storage-interface/spec", "google.golang.org/grpc", "golang.org/x/sys"},

@@ -5,6 +5,9 @@ import (
 	"os"
 
 	"github.com/berth-io/berth/command"
+	// An executor process runs from this package's init, before the
+	// rest of the binary initialises (see its doc).
+	_ "github.com/berth-io/berth/plugins/drivers/executor/early"
 )
 
 func main() {

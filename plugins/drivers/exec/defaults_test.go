@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"os"
 	"os/user"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -200,6 +202,42 @@ func TestPIDNamespace_SignalsAndExitCode(t *testing.T) {
 	must.NoError(t, d.StopTask(context.Background(), cfg.ID, 100*time.Millisecond, ""))
 	res = wait(t, d, cfg.ID)
 	must.Eq(t, int(syscall.SIGKILL), res.Signal)
+}
+
+// TestPIDNamespace_BerthBinary: the berth binary itself as the executor
+// (so the executor and init run from package early's init, before the rest
+// of the binary is initialised): the task runs under `berth executor -init`
+// as pid 1, a signal reaches it and its exit code comes back, and the
+// executor logs in hclog's line format.
+func TestPIDNamespace_BerthBinary(t *testing.T) {
+	requireRoot(t)
+	bin := testutil.BuildBerth(t)
+	stateDir := t.TempDir()
+	d := New(hclog.NewNullLogger(), Config{StateDir: stateDir, ExecutorPath: bin})
+	cfg := newTask(t, "berthbin", `echo pid=$$
+echo init=$(tr '\0' ' ' < /proc/1/cmdline)
+trap 'echo got-term; exit 7' TERM; echo ready; while :; do sleep 1 & wait $!; done`)
+	start(t, d, cfg)
+	waitOutput(t, cfg, "ready")
+	out, errOut := output(t, cfg)
+	r := report{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		k, v, _ := strings.Cut(line, "=")
+		r[k] = v
+	}
+	smallPID(t, r["pid"])
+	must.Eq(t, bin+" executor -init", r["init"], must.Sprintf("stderr %q", errOut))
+	must.NoError(t, d.StopTask(context.Background(), cfg.ID, testutil.WaitTimeout, ""))
+	res := wait(t, d, cfg.ID)
+	must.Eq(t, 7, res.ExitCode)
+	waitOutput(t, cfg, "got-term")
+
+	logs, err := filepath.Glob(filepath.Join(stateDir, "*", "executor.log"))
+	must.NoError(t, err)
+	must.Len(t, 1, logs, must.Sprintf("executor logs under %s", stateDir))
+	b, err := os.ReadFile(logs[0])
+	must.NoError(t, err)
+	must.RegexMatch(t, regexp.MustCompile(`(?m)^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\S* \[INFO\]  executor: task exited: task_id=\S+ task_pid=\d+ exit_code=7 signal=0 wait_error=""$`), string(b))
 }
 
 // taskPID is the task's host pid, from the driver's handle.

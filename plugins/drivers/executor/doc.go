@@ -1,8 +1,10 @@
 // Package executor runs one task in a small detached process, so that the
 // task outlives the client that started it. The raw_exec and exec drivers
 // use it; the executor itself is Berth's own binary run as `berth executor
-// <spec file>` (Main), or a test binary whose TestMain calls
-// RunIfExecutor.
+// <spec file>` (Main, called from package early's init so that the rest of
+// the binary is not initialised), or a test binary whose TestMain calls
+// RunIfExecutor. The package imports nothing that initialises late in the
+// berth binary (no net, no hclog: early's doc says why).
 //
 // Processes, and who waits for whom:
 //

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -82,7 +81,7 @@ type initMsg struct {
 // initProcess is a started init, as the executor holds it.
 type initProcess struct {
 	cmd  *exec.Cmd
-	ctl  *net.UnixConn
+	ctl  seqConn
 	pid  int // the task's pid on the host
 	stat procStat
 }
@@ -95,14 +94,8 @@ func startInit(spec *Spec, cmd *exec.Cmd) (*initProcess, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating init's control socket: %w", err)
 	}
-	ours, theirs := os.NewFile(uintptr(fds[0]), "init-ctl"), os.NewFile(uintptr(fds[1]), "init-ctl")
+	ctl, theirs := seqConn(fds[0]), os.NewFile(uintptr(fds[1]), "init-ctl")
 	defer theirs.Close()
-	fc, err := net.FileConn(ours)
-	ours.Close()
-	if err != nil {
-		return nil, fmt.Errorf("creating init's control socket: %w", err)
-	}
-	ctl := fc.(*net.UnixConn)
 	specR, specW, err := os.Pipe()
 	if err != nil {
 		ctl.Close()
@@ -155,7 +148,7 @@ func startInit(spec *Spec, cmd *exec.Cmd) (*initProcess, error) {
 func (ip *initProcess) started() error {
 	buf := make([]byte, 64<<10)
 	oob := make([]byte, unix.CmsgSpace(4))
-	n, oobn, _, _, err := ip.ctl.ReadMsgUnix(buf, oob)
+	n, oobn, err := ip.ctl.readMsg(buf, oob)
 	if err != nil {
 		return fmt.Errorf("reading the task's init: %w", err)
 	}
@@ -219,7 +212,7 @@ func pidfdPID(fd int) (int, error) {
 // release lets init go on: reap, and end with the task.
 func (ip *initProcess) release() error {
 	b, _ := json.Marshal(initMsg{Go: true})
-	if _, err := ip.ctl.Write(b); err != nil {
+	if err := ip.ctl.write(b, nil); err != nil {
 		return fmt.Errorf("releasing the task's init: %w", err)
 	}
 	return nil
@@ -244,7 +237,7 @@ func (ip *initProcess) wait() *Status {
 	buf := make([]byte, 4096)
 	// Init wrote its last message before exiting: it is queued, or there
 	// is none and the closed peer reads as EOF.
-	if n, rerr := ip.ctl.Read(buf); rerr == nil && n > 0 {
+	if n, _, rerr := ip.ctl.readMsg(buf, nil); rerr == nil && n > 0 {
 		var m initMsg
 		if json.Unmarshal(buf[:n], &m) == nil && m.Exited {
 			st := &Status{ExitCode: m.ExitCode, Signal: m.Signal, FinishedAt: timeNow()}
@@ -263,17 +256,15 @@ func initMain() int {
 	// Never unlocked: the bounding set is per thread, and the task is
 	// forked from this one.
 	runtime.LockOSThread()
-	f := os.NewFile(initCtlFD, "init-ctl")
-	fc, err := net.FileConn(f)
-	f.Close()
-	if err != nil {
+	if typ, err := unix.GetsockoptInt(initCtlFD, unix.SOL_SOCKET, unix.SO_TYPE); err != nil || typ != unix.SOCK_SEQPACKET {
 		fmt.Fprintln(os.Stderr, "berth init: no control socket on fd 3: the executor starts this, do not call it directly")
 		return 2
 	}
-	ctl := fc.(*net.UnixConn)
+	unix.CloseOnExec(initCtlFD)
+	ctl := seqConn(initCtlFD)
 	send := func(m initMsg, rights []byte) {
 		b, _ := json.Marshal(m)
-		_, _, _ = ctl.WriteMsgUnix(b, rights, nil)
+		_ = ctl.write(b, rights)
 	}
 	fail := func(err error) int {
 		send(initMsg{Error: fmt.Sprintf("starting the task in its PID namespace: %v", err)}, nil)
@@ -286,7 +277,7 @@ func initMain() int {
 
 	var is initSpec
 	sf := os.NewFile(initSpecFD, "init-spec")
-	err = json.NewDecoder(io.LimitReader(sf, 64<<20)).Decode(&is)
+	err := json.NewDecoder(io.LimitReader(sf, 64<<20)).Decode(&is)
 	sf.Close()
 	if err != nil {
 		return fail(fmt.Errorf("reading init's spec: %w", err))
@@ -323,7 +314,7 @@ func initMain() int {
 	// Reap nothing until the executor has read the task's pid: a reaped
 	// task's /proc entry is gone.
 	buf := make([]byte, 4096)
-	_, _ = ctl.Read(buf) // the Go, or EOF if the executor is gone
+	_, _, _ = ctl.readMsg(buf, nil) // the Go, or EOF if the executor is gone
 
 	go func() {
 		for s := range sigs {
@@ -378,3 +369,31 @@ func mountProc(root string, hidePIDs bool) error {
 	s := &source{target: "/proc", fd: fd}
 	return s.attach(rootfd)
 }
+
+// seqConn is one end of init's control socket, used with blocking system
+// calls rather than through package net: net would make the executor (and
+// init) import what initialises late in the berth binary (see package
+// early), and two messages each way need no poller.
+type seqConn int
+
+// readMsg reads one packet and its control data; 0 bytes is EOF.
+func (c seqConn) readMsg(buf, oob []byte) (n, oobn int, err error) {
+	for {
+		n, oobn, _, _, err = unix.Recvmsg(int(c), buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if err != unix.EINTR {
+			return n, oobn, err
+		}
+	}
+}
+
+// write sends one packet, with rights (SCM_RIGHTS) if not nil.
+func (c seqConn) write(b, rights []byte) error {
+	for {
+		err := unix.Sendmsg(int(c), b, rights, nil, 0)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+func (c seqConn) Close() error { return unix.Close(int(c)) }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 )
 
@@ -67,7 +66,7 @@ func Main(args []string) int {
 	if len(args) == 1 && args[0] == initArg {
 		return initMain() // a task's init, started by its executor
 	}
-	logger := hclog.New(&hclog.LoggerOptions{Name: "executor", Output: os.Stderr, Level: hclog.Info})
+	logger := newExecLogger(os.Stderr)
 	if len(args) != 1 {
 		logger.Error("usage: berth executor <spec file>; the client starts this, do not call it directly")
 		return 2

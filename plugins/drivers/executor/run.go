@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 )
 
@@ -20,7 +19,7 @@ import (
 var forwarded = []os.Signal{unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT}
 
 // run starts the task, reports, waits for it and writes its status.
-func run(spec *Spec, rep *os.File, logger hclog.Logger) int {
+func run(spec *Spec, rep *os.File, logger *execLogger) int {
 	// Never unlocked: with Isolation the mount namespace belongs to this
 	// thread only, and the task must be forked from it. Go creates new
 	// threads from a template thread, never from a locked one, and a
@@ -263,7 +262,7 @@ func timeNow() time.Time { return time.Now().UTC() }
 // forwardSignals passes the signals caught on sigs on to the task's
 // process group until the returned stop function is called; stop waits for
 // the forwarding goroutine to end.
-func forwardSignals(sigs <-chan os.Signal, pid int, logger hclog.Logger) (stop func()) {
+func forwardSignals(sigs <-chan os.Signal, pid int, logger *execLogger) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
