@@ -18,6 +18,12 @@ import (
 // case, a number that is not a plain integer, invalid JSON) sends the
 // whole body to encoding/json instead, so the result, or the error, is
 // always encoding/json's.
+//
+// The body is copied into one string and every plain string of the
+// answer (keys included) is a slice of it: one allocation for the whole
+// list instead of one per key and value, which were most of the decoder's
+// time (allocation and the GC it drives). The price is that a stub kept
+// alone keeps the whole body's string alive.
 type volumeStubList []*CSIVolumeListStub
 
 func (l *volumeStubList) decodeJSON(body []byte) error {
@@ -39,7 +45,7 @@ var errSlowPath = errors.New("not for the fast path")
 // decodeVolumeStubs is the fast path; ok is false when the body must go
 // to encoding/json.
 func decodeVolumeStubs(body []byte) (out []*CSIVolumeListStub, ok bool) {
-	d := stubDecoder{b: body}
+	d := stubDecoder{b: body, s: string(body)}
 	d.ws()
 	if d.literal("null") {
 		d.ws()
@@ -76,33 +82,12 @@ func decodeVolumeStubs(body []byte) (out []*CSIVolumeListStub, ok bool) {
 	}
 }
 
-// stubDecoder reads JSON from b at i.
+// stubDecoder reads JSON from b at i; s is b as a string, which the plain
+// strings decoded are slices of.
 type stubDecoder struct {
 	b []byte
+	s string
 	i int
-	// seen holds the values of the fields that repeat across a list
-	// (namespace, modes, plugin, provider, state), each allocated once.
-	seen map[string]string
-}
-
-// interned is str for a value that repeats across the list.
-func (d *stubDecoder) interned() (string, error) {
-	if d.seen == nil {
-		d.seen = map[string]string{}
-	}
-	start := d.i
-	s, err := d.str()
-	if err != nil {
-		return "", err
-	}
-	// The raw bytes, quotes and escapes included, are the key: equal
-	// bytes are an equal value, and the lookup does not allocate.
-	raw := d.b[start:d.i]
-	if v, ok := d.seen[string(raw)]; ok {
-		return v, nil
-	}
-	d.seen[string(raw)] = s
-	return s, nil
 }
 
 func (d *stubDecoder) ws() {
@@ -195,26 +180,26 @@ func (d *stubDecoder) field(s *CSIVolumeListStub, key string) error {
 	case "ID":
 		s.ID, err = d.str()
 	case "Namespace":
-		s.Namespace, err = d.interned()
+		s.Namespace, err = d.str()
 	case "Name":
 		s.Name, err = d.str()
 	case "ExternalID":
 		s.ExternalID, err = d.str()
 	case "PluginID":
-		s.PluginID, err = d.interned()
+		s.PluginID, err = d.str()
 	case "Provider":
-		s.Provider, err = d.interned()
+		s.Provider, err = d.str()
 	case "AccessMode":
 		var v string
-		v, err = d.interned()
+		v, err = d.str()
 		s.AccessMode = CSIVolumeAccessMode(v)
 	case "AttachmentMode":
 		var v string
-		v, err = d.interned()
+		v, err = d.str()
 		s.AttachmentMode = CSIVolumeAttachmentMode(v)
 	case "State":
 		var v string
-		v, err = d.interned()
+		v, err = d.str()
 		s.State = CSIVolumeState(v)
 	case "CurrentReaders":
 		s.CurrentReaders, err = d.int()
@@ -259,15 +244,22 @@ func (d *stubDecoder) str() (string, error) {
 	if !d.byte('"') {
 		return "", errSlowPath
 	}
-	start, plain := d.i, true
+	start, plain, ascii := d.i, true, true
 	for d.i < len(d.b) {
+		// Skip the plain ASCII run at once: most strings are one.
+		for d.i < len(d.b) && !strSpecial[d.b[d.i]] {
+			d.i++
+		}
+		if d.i == len(d.b) {
+			break
+		}
 		c := d.b[d.i]
 		switch {
 		case c == '"':
-			raw := d.b[start:d.i]
+			raw := d.s[start:d.i]
 			d.i++
-			if plain && utf8.Valid(raw) {
-				return string(raw), nil
+			if plain && (ascii || utf8.ValidString(raw)) {
+				return raw, nil
 			}
 			var s string
 			if err := json.Unmarshal(d.b[start-1:d.i], &s); err != nil {
@@ -280,16 +272,27 @@ func (d *stubDecoder) str() (string, error) {
 			continue
 		case c < 0x20:
 			return "", errSlowPath
+		default: // not ASCII
+			ascii = false
 		}
 		d.i++
 	}
 	return "", errSlowPath
 }
 
+// strSpecial marks the bytes that end a plain ASCII run in a string: the
+// quote, the backslash, control characters and every non-ASCII byte.
+var strSpecial = func() (t [256]bool) {
+	for c := range t {
+		t[c] = c == '"' || c == '\\' || c < 0x20 || c >= utf8.RuneSelf
+	}
+	return t
+}()
+
 // number returns the bytes of an integer: an optional minus, then 0 or a
 // digit string without leading zeros. Fractions and exponents go to the
 // slow path (encoding/json refuses them for integers, with its error).
-func (d *stubDecoder) number() ([]byte, error) {
+func (d *stubDecoder) number() (string, error) {
 	start := d.i
 	d.byte('-')
 	digits := d.i
@@ -298,15 +301,15 @@ func (d *stubDecoder) number() ([]byte, error) {
 	}
 	n := d.i - digits
 	if n == 0 || (n > 1 && d.b[digits] == '0') {
-		return nil, errSlowPath
+		return "", errSlowPath
 	}
 	if d.i < len(d.b) {
 		switch d.b[d.i] {
 		case '.', 'e', 'E':
-			return nil, errSlowPath
+			return "", errSlowPath
 		}
 	}
-	return d.b[start:d.i], nil
+	return d.s[start:d.i], nil
 }
 
 func (d *stubDecoder) int() (int, error) {
@@ -314,7 +317,7 @@ func (d *stubDecoder) int() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	v, err := strconv.ParseInt(string(b), 10, strconv.IntSize)
+	v, err := strconv.ParseInt(b, 10, strconv.IntSize)
 	if err != nil {
 		return 0, errSlowPath
 	}
@@ -326,7 +329,7 @@ func (d *stubDecoder) uint() (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	v, err := strconv.ParseUint(string(b), 10, 64)
+	v, err := strconv.ParseUint(b, 10, 64)
 	if err != nil {
 		return 0, errSlowPath
 	}

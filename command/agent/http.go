@@ -175,8 +175,12 @@ func (s *HTTPServer) wrap(h handlerFunc) http.HandlerFunc {
 				http.Error(w, "encoding response: "+err.Error(), http.StatusInternalServerError)
 				return
 			}
+			b = append(b, '\n') // as json.Encoder ends it
 			w.Header().Set("Content-Type", "application/json")
-			w.Write(append(b, '\n')) // as json.Encoder ends it
+			// The length lets the client size its buffer once instead of
+			// growing it through a big answer (and saves chunk framing).
+			w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+			w.Write(b)
 			s.logger.Trace("request complete", "method", r.Method, "path", r.URL.Path, "duration", time.Since(start))
 			return
 		}
@@ -190,6 +194,7 @@ func (s *HTTPServer) wrap(h handlerFunc) http.HandlerFunc {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
 		w.Write(buf.Bytes())
 		s.logger.Trace("request complete", "method", r.Method, "path", r.URL.Path, "duration", time.Since(start))
 	}
