@@ -310,9 +310,10 @@ func (v *capacityView) index() uint64 { return max(v.allocs, v.volumes, v.plugin
 
 // readCapacity reads the current view and the index at which capacity
 // last grew since prev (0 when it did not). Only what changed since prev
-// is compared: volumes whose ModifyIndex passed prev's volumes index, each
-// against its version in prev's snapshot (a register of N volumes would
-// otherwise cost N² over the N writes). When allocs changed it scans them
+// is compared: volumes whose ModifyIndex passed prev's volumes index (read
+// through the store's ModifyIndex index, not by a scan of every volume),
+// each against its version in prev's snapshot (a register of N volumes
+// would otherwise cost N² over the N writes). When allocs changed it scans them
 // for ones stopped since prev: linear in the allocs table, once per
 // allocs write (a ModifyIndex index in the store would make it cheaper).
 //
@@ -344,7 +345,9 @@ func readCapacity(store *state.StateStore, prev *capacityView) (*capacityView, u
 		grewAt = cur.plugins
 	}
 	if cur.volumes > prev.volumes {
-		iter, err := snap.CSIVolumes(nil, structs.AllNamespaces)
+		// Only the volumes written since prev: reading the whole table
+		// after every volume write cost the leader O(volumes) per write.
+		iter, err := snap.CSIVolumesModifiedSince(nil, prev.volumes)
 		if err != nil {
 			return nil, 0, err
 		}

@@ -1,6 +1,7 @@
 package leader
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/shoenig/test/must"
@@ -234,4 +235,29 @@ func TestReadCapacity_DatesGrowthAtItsOwnIndex(t *testing.T) {
 	must.NoError(t, err)
 	unblock, _ := sc.blocked.take()
 	must.SliceEmpty(t, unblock)
+}
+
+// BenchmarkReadCapacity_OneVolumeWritten is the capacity watcher's pass
+// after one volume register among 10,000 volumes: it reads the volumes
+// written since the last pass, not the table.
+// go test -run '^$' -bench ReadCapacity ./nomad/leader/
+func BenchmarkReadCapacity_OneVolumeWritten(b *testing.B) {
+	store, err := state.NewStateStore(nil)
+	must.NoError(b, err)
+	vols := make([]*structs.CSIVolume, 10000)
+	for i := range vols {
+		vols[i] = &structs.CSIVolume{ID: fmt.Sprintf("v%05d", i), Namespace: "default", PluginID: "p"}
+	}
+	must.NoError(b, store.UpsertCSIVolumes(1, vols))
+	view, _, err := readCapacity(store, nil)
+	must.NoError(b, err)
+	index := uint64(1)
+	for b.Loop() {
+		index++
+		must.NoError(b, store.UpsertCSIVolumes(index, []*structs.CSIVolume{{ID: fmt.Sprintf("new%d", index), Namespace: "default", PluginID: "p"}}))
+		var grewAt uint64
+		if view, grewAt, err = readCapacity(store, view); err != nil || grewAt != index {
+			b.Fatalf("pass after write %d: grew at %d, %v", index, grewAt, err)
+		}
+	}
 }

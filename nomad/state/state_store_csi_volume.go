@@ -27,6 +27,19 @@ func (s *StateStore) CSIVolumes(ws memdb.WatchSet, ns string) (memdb.ResultItera
 	return s.list(ws, TableCSIVolumes, IndexID+prefixSuffix, ns, "")
 }
 
+// CSIVolumesModifiedSince iterates over the volumes of every namespace
+// written after index, in the order of their ModifyIndex: a reader that
+// remembers the index it last read (the leader's capacity watcher) reads
+// what changed, not the whole table.
+func (s *StateStore) CSIVolumesModifiedSince(ws memdb.WatchSet, index uint64) (memdb.ResultIterator, error) {
+	iter, err := s.db.Txn(false).LowerBound(TableCSIVolumes, IndexModify, index+1)
+	if err != nil {
+		return nil, fmt.Errorf("listing %s by %s: %w", TableCSIVolumes, IndexModify, err)
+	}
+	ws.Add(iter.WatchCh())
+	return iter, nil
+}
+
 // CSIVolumesByIDPrefix iterates over the volumes of ns (or all namespaces)
 // whose ID starts with prefix.
 func (s *StateStore) CSIVolumesByIDPrefix(ws memdb.WatchSet, ns, prefix string) (memdb.ResultIterator, error) {

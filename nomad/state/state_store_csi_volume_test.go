@@ -150,3 +150,33 @@ func TestCSIVolumes_DeregisterClaimed(t *testing.T) {
 		})
 	}
 }
+
+// CSIVolumesModifiedSince reads exactly the volumes written after an
+// index, in index order, across namespaces and across the byte boundaries
+// where a varint key (memdb's UintFieldIndex) would sort 128 before 127.
+func TestCSIVolumes_ModifiedSince(t *testing.T) {
+	s := testStore(t)
+	for _, w := range []struct {
+		index uint64
+		ns    string
+		id    string
+	}{{127, "prod", "c"}, {1, "default", "a"}, {128, "default", "b"}, {70000, "default", "d"}, {300, "prod", "e"}} {
+		must.NoError(t, s.UpsertCSIVolumes(w.index, []*structs.CSIVolume{mockVolume(w.ns, w.id, "ebs")}))
+	}
+	// A re-register moves a volume to its new index; the old key is gone.
+	must.NoError(t, s.UpsertCSIVolumes(70001, []*structs.CSIVolume{mockVolume("default", "a", "ebs")}))
+	for since, want := range map[uint64][]string{
+		0:     {"prod/c", "default/b", "prod/e", "default/d", "default/a"},
+		127:   {"default/b", "prod/e", "default/d", "default/a"},
+		300:   {"default/d", "default/a"},
+		70001: nil,
+	} {
+		iter, err := s.CSIVolumesModifiedSince(nil, since)
+		got := ids(t, iter, err)
+		if len(want) == 0 {
+			must.SliceEmpty(t, got, must.Sprintf("since %d", since))
+			continue
+		}
+		must.Eq(t, want, got, must.Sprintf("since %d", since))
+	}
+}
