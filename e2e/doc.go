@@ -42,4 +42,7 @@
 //	ui_test.go              9. the web UI in headless Chromium: a volume's
 //	                           claim shown taken, then freed, live (screenshots
 //	                           under $BERTH_TEST_ARTIFACTS)
+//	crash_test.go          10. client SIGKILLed at each step of the claim
+//	                           path (helper/crashpoint), restarted: no mount
+//	                           lost or doubled, claim freed
 package e2e

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -29,12 +30,34 @@ var (
 func BuildBerth(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		buildBin, buildOut, buildErr = buildInto(filepath.Join(repoRoot(), ".bin", "test"))
+		buildBin, buildOut, buildErr = buildInto(filepath.Join(repoRoot(), ".bin", "test"), "")
 	})
 	if buildErr != nil {
 		t.Fatalf("go build ./cmd/berth: %v\n%s", buildErr, buildOut)
 	}
 	return buildBin
+}
+
+var (
+	tagsMu    sync.Mutex
+	tagsBuilt = map[string]string{}
+)
+
+// BuildBerthTags is BuildBerth with build tags (e.g. "crashpoints"), into
+// <repo>/.bin/test/berth-<tags>, built once per test binary and tag set.
+func BuildBerthTags(t testing.TB, tags string) string {
+	t.Helper()
+	tagsMu.Lock()
+	defer tagsMu.Unlock()
+	if bin, ok := tagsBuilt[tags]; ok {
+		return bin
+	}
+	bin, out, err := buildInto(filepath.Join(repoRoot(), ".bin", "test"), tags)
+	if err != nil {
+		t.Fatalf("go build -tags %s ./cmd/berth: %v\n%s", tags, err, out)
+	}
+	tagsBuilt[tags] = bin
+	return bin
 }
 
 // repoRoot is the repository checkout this file is in.
@@ -43,13 +66,18 @@ func repoRoot() string {
 	return filepath.Dir(filepath.Dir(file))
 }
 
-func buildInto(dir string) (bin string, out []byte, err error) {
+func buildInto(dir, tags string) (bin string, out []byte, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", nil, err
 	}
 	bin = filepath.Join(dir, "berth")
+	args := []string{"build"}
+	if tags != "" {
+		bin += "-" + strings.ReplaceAll(tags, ",", "-")
+		args = append(args, "-tags", tags)
+	}
 	tmp := fmt.Sprintf("%s.%d.tmp", bin, os.Getpid())
-	cmd := exec.Command("go", "build", "-o", tmp, "./cmd/berth")
+	cmd := exec.Command("go", append(args, "-o", tmp, "./cmd/berth")...)
 	cmd.Dir = repoRoot()
 	if out, err = cmd.CombinedOutput(); err != nil {
 		os.Remove(tmp)

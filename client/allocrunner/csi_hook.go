@@ -14,6 +14,7 @@ import (
 	"github.com/berth-io/berth/client/allocrunner/shared"
 	"github.com/berth-io/berth/client/pluginmanager/csimanager"
 	"github.com/berth-io/berth/helper"
+	"github.com/berth-io/berth/helper/crashpoint"
 	"github.com/berth-io/berth/nomad/structs"
 	"github.com/berth-io/berth/plugins/drivers"
 )
@@ -328,6 +329,7 @@ func (h *csiHook) setupVolume(ctx context.Context, name string) (*shared.CSIMoun
 	if err != nil {
 		return nil, err
 	}
+	crashpoint.Hit(crashpoint.CSIClaimed)
 	vol := resp.Volume
 	if vol.PluginID != "" && vol.PluginID != pluginID {
 		// The volume moved to another plugin since we looked it up.
@@ -351,6 +353,7 @@ func (h *csiHook) setupVolume(ctx context.Context, name string) (*shared.CSIMoun
 	if err != nil {
 		return nil, fmt.Errorf("volume %q (source %q): %w", name, source, err)
 	}
+	crashpoint.Hit(crashpoint.CSIPublished)
 	st.Step, st.MountSource, st.IsDevice = csiVolumeMounted, mi.Source, mi.IsDevice
 	if err := h.saveVolume(name, st); err != nil {
 		return nil, err

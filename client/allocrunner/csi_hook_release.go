@@ -9,6 +9,7 @@ import (
 
 	"github.com/berth-io/berth/client/pluginmanager/csimanager"
 	"github.com/berth-io/berth/helper"
+	"github.com/berth-io/berth/helper/crashpoint"
 	"github.com/berth-io/berth/nomad/structs"
 )
 
@@ -184,6 +185,7 @@ func (h *csiHook) release(ctx context.Context, name string, st *csiVolumeState, 
 		if err := h.saveVolume(name, st); err != nil {
 			return err
 		}
+		crashpoint.Hit(crashpoint.CSIUnmounted)
 	}
 	req := &structs.CSIVolumeUnpublishRequest{
 		VolumeID: st.Source, AllocationID: h.alloc.ID, NodeID: h.cfg.NodeID(),

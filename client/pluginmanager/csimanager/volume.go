@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/berth-io/berth/helper/crashpoint"
 	"github.com/berth-io/berth/helper/keylock"
 	"github.com/berth-io/berth/nomad/structs"
 	"github.com/berth-io/berth/plugins/csi"
@@ -193,6 +194,7 @@ func (v *volumeManager) mountVolume(ctx context.Context, vol *structs.CSIVolume,
 			if err != nil {
 				return nil, fmt.Errorf("staging at %q: %w", staging, err)
 			}
+			crashpoint.Hit(crashpoint.CSIStaged)
 			rec.Staged = true
 			if err := v.usage.put(key, rec); err != nil {
 				return nil, err
@@ -267,6 +269,7 @@ func (v *volumeManager) unmountVolume(ctx context.Context, vol VolumeRef, allocI
 	if err := v.client.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{ExternalID: vol.remoteID(), TargetPath: pluginPublish}); err != nil {
 		return fmt.Errorf("unpublishing from %q: %w", publish, err)
 	}
+	crashpoint.Hit(crashpoint.CSIUnpublished)
 	v.published.remove(v.pluginID, vol.Namespace, vol.ID, allocID)
 	if err := removeEmptyDirs(publish, filepath.Join(v.paths.HostDir, perAllocDirName)); err != nil {
 		logger.Warn("removing the alloc's empty publish directories failed", "error", err)
@@ -312,6 +315,7 @@ func (v *volumeManager) unmountVolume(ctx context.Context, vol VolumeRef, allocI
 		if err := v.client.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{ExternalID: vol.remoteID(), StagingTargetPath: pluginStaging}); err != nil {
 			return fmt.Errorf("unstaging from %q: %w", staging, err)
 		}
+		crashpoint.Hit(crashpoint.CSIUnstaged)
 		if err := removeEmptyDirs(staging, filepath.Join(v.paths.HostDir, stagingDirName)); err != nil {
 			logger.Warn("removing empty staging directories failed", "error", err)
 		}
