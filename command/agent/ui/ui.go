@@ -21,6 +21,7 @@ import (
 	"io/fs"
 	"net/http"
 	"strings"
+	"sync"
 )
 
 //go:embed assets
@@ -39,7 +40,11 @@ var pages = []struct{ List, Detail, Title string }{
 	{"plugins", "plugin", "Plugins"},
 }
 
-var shell = template.Must(template.ParseFS(assets, "assets/shell.html"))
+// shell is parsed at its first use, not in package init: every start of
+// the berth binary (the CLI's included) would pay for it.
+var shell = sync.OnceValue(func() *template.Template {
+	return template.Must(template.ParseFS(assets, "assets/shell.html"))
+})
 
 // shellData is all the server puts into a page.
 type shellData struct {
@@ -98,7 +103,7 @@ func Handler() http.Handler {
 		}
 		data.Version = version
 		var buf bytes.Buffer
-		if err := shell.Execute(&buf, data); err != nil {
+		if err := shell().Execute(&buf, data); err != nil {
 			http.Error(w, "ui: rendering the page: "+err.Error(), http.StatusInternalServerError)
 			return
 		}
