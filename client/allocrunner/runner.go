@@ -207,20 +207,26 @@ func (r *Runner) taskStateUpdated() {
 	r.updater.AllocStateUpdated(r.Alloc())
 }
 
-// Update takes a new version of the alloc from the servers: it persists
-// it, then (in the runner's goroutine) runs update hooks and, when the
-// alloc is to stop, kills its tasks. It does not block.
+// Update takes a new version of the alloc from the servers: the runner's
+// goroutine runs update hooks and, when the alloc is to stop, kills its
+// tasks, while Update persists the new version. It blocks only for that
+// write.
+//
+// The write comes after the signal, so that a stop does not wait for the
+// fsync of state.db before the kill starts. A client that crashes in
+// between restores the previous version, and the servers' next answer,
+// with a higher AllocModifyIndex, updates it again.
 func (r *Runner) Update(a *structs.Allocation) {
 	a = a.Copy()
 	r.lock.Lock()
 	r.alloc = a
 	r.lock.Unlock()
-	if err := r.db.PutAlloc(a); err != nil {
-		r.logger.Error("persisting alloc update failed", "error", err)
-	}
 	select {
 	case r.updateCh <- struct{}{}:
 	default: // one is pending; it will read the latest alloc
+	}
+	if err := r.db.PutAlloc(a); err != nil {
+		r.logger.Error("persisting alloc update failed", "error", err)
 	}
 }
 
