@@ -56,6 +56,42 @@ type CSIHookConfig struct {
 	// reports them pending, so the alloc runner logs and calls it again
 	// (default 5s). The releases go on in between.
 	PostrunWait time.Duration
+	// Plugins remembers each volume's plugin across the client's allocs;
+	// NewCSIHookFactory makes one when nil.
+	Plugins *CSIVolumePlugins
+}
+
+// CSIVolumePlugins remembers which plugin each volume (namespace/ID) was
+// last claimed through, so that the next alloc of a volume claims it at
+// once instead of first reading the volume (CSIVolume.Get, one server
+// round trip on the claim path). The Claim reply names the volume's
+// plugin: when it is another one (the volume was registered again with
+// another plugin), the hook claims again with that plugin's node ID.
+// Safe for concurrent use.
+type CSIVolumePlugins struct {
+	// lock guards byVolume.
+	lock     sync.Mutex
+	byVolume map[string]string
+}
+
+// NewCSIVolumePlugins returns an empty CSIVolumePlugins.
+func NewCSIVolumePlugins() *CSIVolumePlugins {
+	return &CSIVolumePlugins{byVolume: map[string]string{}}
+}
+
+func (p *CSIVolumePlugins) get(namespace, volID string) string {
+	p.lock.Lock()
+	defer p.lock.Unlock()
+	return p.byVolume[namespace+"/"+volID]
+}
+
+func (p *CSIVolumePlugins) set(namespace, volID, pluginID string) {
+	if pluginID == "" {
+		return
+	}
+	p.lock.Lock()
+	defer p.lock.Unlock()
+	p.byVolume[namespace+"/"+volID] = pluginID
 }
 
 // Defaults of CSIHookConfig.
@@ -80,6 +116,9 @@ func NewCSIHookFactory(cfg CSIHookConfig) HookFactory {
 	}
 	if cfg.PostrunWait <= 0 {
 		cfg.PostrunWait = DefaultCSIPostrunWait
+	}
+	if cfg.Plugins == nil {
+		cfg.Plugins = NewCSIVolumePlugins()
 	}
 	return func(hc *HookConfig) Hook { return newCSIHook(cfg, hc) }
 }
@@ -306,6 +345,15 @@ func (h *csiHook) setupVolume(ctx context.Context, name string) (*shared.CSIMoun
 		pluginID = prev.PluginID
 	}
 	if pluginID == "" {
+		// Only a plugin running here: a stale entry must not make the alloc
+		// wait for a plugin that is gone.
+		if cached := h.cfg.Plugins.get(h.namespace(), source); cached != "" {
+			if _, ok := h.cfg.Manager.NodePlugin(cached); ok {
+				pluginID = cached
+			}
+		}
+	}
+	if pluginID == "" {
 		vol, err := h.lookupVolume(ctx, name, source)
 		if err != nil {
 			return nil, err
@@ -332,12 +380,20 @@ func (h *csiHook) setupVolume(ctx context.Context, name string) (*shared.CSIMoun
 	crashpoint.Hit(crashpoint.CSIClaimed)
 	vol := resp.Volume
 	if vol.PluginID != "" && vol.PluginID != pluginID {
-		// The volume moved to another plugin since we looked it up.
+		// The volume moved to another plugin since we looked it up (or
+		// since an earlier alloc claimed it): claim again with the node ID
+		// that plugin knows this node by.
+		logger.Info("the volume's plugin changed; claiming it again through the new one", "old_plugin_id", pluginID, "plugin_id", vol.PluginID)
 		if vm, err = h.waitForPlugin(ctx, name, source, vol.PluginID); err != nil {
 			return nil, err
 		}
 		pluginID = vol.PluginID
+		if resp, err = h.claim(ctx, name, source, pluginID, req, vm.ExternalNodeID()); err != nil {
+			return nil, err
+		}
+		vol = resp.Volume
 	}
+	h.cfg.Plugins.set(h.namespace(), source, pluginID)
 	if vol.Namespace == "" {
 		vol.Namespace = h.namespace()
 	}

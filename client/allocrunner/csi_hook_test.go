@@ -42,6 +42,7 @@ type csiServer struct {
 	claims        []*structs.CSIVolumeClaimRequest
 	unpublishes   []*structs.CSIVolumeUnpublishRequest
 	progress      []*structs.CSIVolumeClaimProgressRequest
+	gets          int
 }
 
 func newCSIServer(vols ...*structs.CSIVolume) *csiServer {
@@ -61,6 +62,7 @@ func (s *csiServer) RPC(ctx context.Context, method string, args, reply any) err
 	switch method {
 	case "CSIVolume.Get":
 		req, resp := args.(*structs.CSIVolumeGetRequest), reply.(*structs.CSIVolumeGetResponse)
+		s.gets++
 		resp.Volume = s.volumes[req.ID].Copy()
 		return nil
 	case "CSIVolume.Claim":
@@ -194,6 +196,8 @@ type csiClient struct {
 	runners []*runningAlloc
 	// pluginWait is CSIHookConfig.PluginWait.
 	pluginWait time.Duration
+	// plugins is CSIHookConfig.Plugins, shared by the client's allocs.
+	plugins *CSIVolumePlugins
 }
 
 type runningAlloc struct {
@@ -212,7 +216,8 @@ func (h *csiHarness) client() *csiClient {
 	})
 	must.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &csiClient{h: h, registry: reg, mgr: mgr, events: NewCSIEvents(), cancel: cancel, done: make(chan struct{}), pluginWait: 10 * time.Second}
+	c := &csiClient{h: h, registry: reg, mgr: mgr, events: NewCSIEvents(), cancel: cancel, done: make(chan struct{}), pluginWait: 10 * time.Second,
+		plugins: NewCSIVolumePlugins()}
 	go func() {
 		defer close(c.done)
 		mgr.Run(ctx)
@@ -235,7 +240,7 @@ func (c *csiClient) run(a *structs.Allocation, restore bool) *Runner {
 	hook := NewCSIHookFactory(CSIHookConfig{
 		Manager: c.mgr, RPC: h.server.RPC, NodeID: func() string { return "node-1" },
 		Drivers: map[string]drivers.Driver{"mock": mountingDriver{h.host.Driver()}, "raw_exec": h.host.NamedDriver("raw_exec")},
-		Events:  c.events, PluginWait: c.pluginWait, PostrunWait: 50 * time.Millisecond,
+		Events:  c.events, PluginWait: c.pluginWait, PostrunWait: 50 * time.Millisecond, Plugins: c.plugins,
 		RetryBackoff: helper.Backoff{Base: 10 * time.Millisecond, Max: 40 * time.Millisecond},
 	})
 	addEvents := func(hc *taskrunner.HookConfig) taskrunner.Hook {
@@ -775,4 +780,50 @@ func TestCSIHook_PostrunAfterShutdownKeepsVolumesPending(t *testing.T) {
 	hook.(ShutdownHook).Shutdown(context.Background())
 	err = hook.(PostrunHook).Postrun(context.Background())
 	must.ErrorContains(t, err, `volume "data" (source "db[0]")`)
+}
+
+// TestCSIHook_SecondAllocOfAVolumeSkipsTheLookup: the first alloc of a
+// volume reads it (CSIVolume.Get) to find its plugin; the next alloc of the
+// same volume on this client claims at once, through the plugin the last
+// claim named.
+func TestCSIHook_SecondAllocOfAVolumeSkipsTheLookup(t *testing.T) {
+	h := newCSIHarness(t, registered("shared"))
+	c := h.client()
+	c.registerPlugin()
+	gets := func() int {
+		h.server.lock.Lock()
+		defer h.server.lock.Unlock()
+		return h.server.gets
+	}
+	first := c.run(csiAlloc("0", sharedVolume(), "mock"), false)
+	waitRunning(t, first)
+	must.Eq(t, 1, gets())
+	second := c.run(csiAlloc("1", sharedVolume(), "mock"), false)
+	waitRunning(t, second)
+	must.Eq(t, 1, gets(), must.Sprint("the second alloc of the volume looked it up again"))
+	must.Eq(t, 2, h.server.claimCount())
+}
+
+// TestCSIHook_AVolumeThatChangedPluginIsClaimedAgainThroughTheNewOne: when
+// the remembered plugin is not the volume's any more, the Claim reply says
+// so and the hook claims again with the new plugin's node ID, then mounts
+// through it.
+func TestCSIHook_AVolumeThatChangedPluginIsClaimedAgainThroughTheNewOne(t *testing.T) {
+	h := newCSIHarness(t, registered("shared"))
+	c := h.client()
+	c.registerPlugin()
+	must.NoError(t, c.registry.Register(&dynamicplugins.PluginInfo{
+		Name: "oldplug", Type: dynamicplugins.PluginTypeCSINode, SocketPath: h.sock, AllocID: "old-plugin-alloc",
+	}))
+	testutil.WaitForResult(t, func() (bool, error) {
+		_, ok := c.mgr.NodePlugin("oldplug")
+		return ok, errors.New("oldplug not ready")
+	})
+	c.plugins.set("default", "shared", "oldplug")
+	a := csiAlloc("0", sharedVolume(), "mock")
+	r := c.run(a, false)
+	waitRunning(t, r)
+	must.Eq(t, 2, h.server.claimCount(), must.Sprint("the claim through the stale plugin was not made again"))
+	must.Eq(t, "fakeplug", c.plugins.get("default", "shared"))
+	must.StrContains(t, h.host.Config(a.ID + "/web").Mounts[0].HostPath, filepath.Join(h.csiRoot, "fakeplug"))
 }
