@@ -449,8 +449,12 @@ func TestCSIHook_WaitsForTheNodePluginThenRuns(t *testing.T) {
 	c := h.client()
 	a := csiAlloc("0", perAllocVolume(), "mock")
 	r := c.run(a, false)
+	// The hook records the task event, then reports to the servers: wait
+	// for both.
 	testutil.WaitForResult(t, func() (bool, error) {
-		return findEvent(taskState(t, r, "web"), EventCSIVolume, `Waiting up to 10s for CSI node plugin "fakeplug"`) != nil, fmt.Errorf("events: %s", describeEvents(r.Alloc()))
+		return findEvent(taskState(t, r, "web"), EventCSIVolume, `Waiting up to 10s for CSI node plugin "fakeplug"`) != nil &&
+				len(h.server.reports(structs.CSIClaimPhasePublish)) > 0,
+			fmt.Errorf("events: %s", describeEvents(r.Alloc()))
 	})
 	must.Eq(t, 0, h.host.Starts(a.ID+"/web"))
 	must.Eq(t, 0, h.server.claimCount(), must.Sprint("no claim before the plugin can give the node's ID"))
