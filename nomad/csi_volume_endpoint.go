@@ -115,9 +115,15 @@ func (v *CSIVolumeEndpoint) Register(args *structs.CSIVolumeRegisterRequest, rep
 	if err != nil {
 		return fmt.Errorf("registering volumes: %w", err)
 	}
+	// The answer is read from one snapshot, not a read transaction per
+	// volume.
+	after, err := v.srv.State().Snapshot()
+	if err != nil {
+		return err
+	}
 	reply.Volumes = make([]*structs.CSIVolume, 0, len(vols))
 	for _, vol := range vols {
-		stored, err := v.srv.State().CSIVolumeByID(nil, vol.Namespace, vol.ID)
+		stored, err := after.CSIVolumeByID(nil, vol.Namespace, vol.ID)
 		if err != nil {
 			return err
 		}

@@ -338,7 +338,7 @@ func (f *FSM) applyCSIVolumeRegister(buf []byte, index uint64) error {
 	if err := decodeRequest(buf, &req); err != nil {
 		return err
 	}
-	return f.State().UpsertCSIVolumes(index, req.Volumes)
+	return f.State().UpsertCSIVolumesOwned(index, req.Volumes)
 }
 
 func (f *FSM) applyCSIVolumeDeregister(buf []byte, index uint64) error {

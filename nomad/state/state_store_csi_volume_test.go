@@ -180,3 +180,22 @@ func TestCSIVolumes_ModifiedSince(t *testing.T) {
 		must.Eq(t, want, got, must.Sprintf("since %d", since))
 	}
 }
+
+// UpsertCSIVolumes stores copies (its callers keep theirs); the FSM's
+// UpsertCSIVolumesOwned stores the very volumes it decoded, with the
+// indexes set on them.
+func TestCSIVolumes_UpsertOwnedStoresWithoutCopy(t *testing.T) {
+	s := testStore(t)
+	mine, theirs := mockVolume("default", "a", "ebs"), mockVolume("default", "b", "ebs")
+	must.NoError(t, s.UpsertCSIVolumes(5, []*structs.CSIVolume{mine}))
+	must.NoError(t, s.UpsertCSIVolumesOwned(6, []*structs.CSIVolume{theirs}))
+	a, err := s.CSIVolumeByID(nil, "default", "a")
+	must.NoError(t, err)
+	must.True(t, a != mine, must.Sprint("UpsertCSIVolumes stored the caller's volume"))
+	must.Eq(t, 0, mine.ModifyIndex)
+	b, err := s.CSIVolumeByID(nil, "default", "b")
+	must.NoError(t, err)
+	must.True(t, b == theirs, must.Sprint("UpsertCSIVolumesOwned copied"))
+	must.Eq(t, 6, b.CreateIndex)
+	must.Eq(t, 6, b.ModifyIndex)
+}
