@@ -177,7 +177,7 @@ func (v *CSIVolumes) RegisterOpts(req *CSIVolumeRegisterRequest, w *WriteOptions
 		id = req.Volumes[0].ID
 	}
 	var resp CSIVolumeRegisterResponse
-	wm, err := v.c.write("PUT", "/v1/volume/csi/"+url.PathEscape(id), req, &resp, w)
+	wm, err := v.c.write("PUT", "/v1/volume/csi/"+url.PathEscape(id), req, volumesResponse{&resp}, w)
 	if err != nil {
 		return nil, nil, err
 	}
