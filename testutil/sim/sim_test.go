@@ -75,6 +75,12 @@ func report(t *testing.T, s *Schedule, vs []Violation, budget int) *Schedule {
 // its bound never holds up the other.
 func runBatch(t *testing.T, scheds []*Schedule) ([][]Violation, Stats) {
 	p1, p3 := parallelism(t)
+	return runBounded(t, scheds, p1, p3, RunStats)
+}
+
+// runBounded is runBatch with its bounds and the function that runs one
+// schedule given.
+func runBounded(t *testing.T, scheds []*Schedule, p1, p3 int, run func(testing.TB, *Schedule) ([]Violation, Stats)) ([][]Violation, Stats) {
 	results := make([][]Violation, len(scheds))
 	var total Stats
 	var mu sync.Mutex
@@ -92,7 +98,7 @@ func runBatch(t *testing.T, scheds []*Schedule) ([][]Violation, Stats) {
 				runs.Go(func() {
 					defer func() { <-sem }()
 					t.Run(fmt.Sprintf("seed=%d", s.Seed), func(t *testing.T) {
-						vs, st := RunStats(t, s)
+						vs, st := run(t, s)
 						if os.Getenv("SIM_VERBOSE") != "" {
 							t.Logf("%s%+v", s, st)
 						}
