@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-memdb"
 
 	"github.com/berth-io/berth/nomad/claims"
+	"github.com/berth-io/berth/nomad/raftbatch"
 	"github.com/berth-io/berth/nomad/state"
 	"github.com/berth-io/berth/nomad/structs"
 	"github.com/berth-io/berth/nomad/volumewatcher"
@@ -83,13 +84,60 @@ func (sc *scheduling) lockVolume(ctx context.Context, ns, id, what string) (func
 	return unlock, nil
 }
 
-// writeClaims commits claim transitions in one Raft entry at the leader's
-// time.
+// writeClaims commits claim transitions, all or none, at the leader's
+// time, and returns the index of the entry that carried them. Writes of
+// concurrent callers (claims, unpublishes, the volumewatcher's steps) go
+// out as one Raft entry (claimWrites): each is still applied or refused on
+// its own, and answered only once that entry committed.
 func (s *Server) writeClaims(updates ...*structs.CSIVolumeClaimUpdate) (uint64, error) {
-	_, index, err := s.raftApply(structs.CSIVolumeClaimRequestType, &structs.CSIVolumeClaimBatchRequest{
-		Claims: updates, Timestamp: time.Now().UnixNano(),
-	})
-	return index, err
+	r := s.claimWrites.Do(updates)
+	return r.Index, r.Err
+}
+
+// Bounds of one group commit of claim writes: a claim update encodes to
+// well under 4 KB, so an entry stays far below maxEntrySize.
+const (
+	maxClaimGroups  = 512
+	maxClaimUpdates = 2048
+)
+
+func newClaimWrites(s *Server) *raftbatch.Batcher[[]*structs.CSIVolumeClaimUpdate] {
+	return raftbatch.New(s.commitClaimGroups,
+		func(u []*structs.CSIVolumeClaimUpdate) int { return len(u) },
+		raftbatch.Limits{MaxRequests: maxClaimGroups, MaxWeight: maxClaimUpdates})
+}
+
+// commitClaimGroups commits the claim writes of one or more callers as
+// one Raft entry. A lone write keeps the single-write message type, which
+// servers of every version apply.
+func (s *Server) commitClaimGroups(groups [][]*structs.CSIVolumeClaimUpdate) []raftbatch.Result {
+	out := make([]raftbatch.Result, len(groups))
+	ts := time.Now().UnixNano()
+	if len(groups) == 1 {
+		_, index, err := s.raftApply(structs.CSIVolumeClaimRequestType, &structs.CSIVolumeClaimBatchRequest{
+			Claims: groups[0], Timestamp: ts,
+		})
+		out[0] = raftbatch.Result{Index: index, Err: err}
+		return out
+	}
+	req := &structs.CSIVolumeClaimGroupsRequest{Groups: make([]structs.CSIVolumeClaimGroup, len(groups)), Timestamp: ts}
+	for i, g := range groups {
+		req.Groups[i].Claims = g
+	}
+	resp, index, err := s.raftApply(structs.CSIVolumeClaimGroupsRequestType, req)
+	errs, ok := resp.([]error)
+	if err == nil && (!ok || len(errs) != len(groups)) {
+		err = structs.NewError(structs.CodeInternal, "raft apply: a group commit of %d claim writes was answered with %T", len(groups), resp)
+	}
+	for i := range out {
+		out[i].Index = index
+		if err != nil {
+			out[i].Err = err
+		} else {
+			out[i].Err = errs[i]
+		}
+	}
+	return out
 }
 
 // claimNamespace is the request's namespace, which must name one.

@@ -3,6 +3,8 @@ package nomad
 import (
 	"context"
 
+	"github.com/berth-io/berth/nomad/raftbatch"
+	"github.com/berth-io/berth/nomad/structs"
 	"github.com/berth-io/berth/nomad/volumewatcher"
 )
 
@@ -17,4 +19,15 @@ func (s *Server) ReconcileVolumeForTest(ns, id string) error {
 		return err
 	}
 	return sc.volumes.Release(context.Background(), ns, id, volumewatcher.ReleaseOptions{})
+}
+
+// CommitClaimGroupsForTest commits groups of claim writes as the claim
+// group commit does, one group per caller.
+func (s *Server) CommitClaimGroupsForTest(groups [][]*structs.CSIVolumeClaimUpdate) []raftbatch.Result {
+	return s.commitClaimGroups(groups)
+}
+
+// WriteClaimsForTest writes claim transitions through the group commit.
+func (s *Server) WriteClaimsForTest(updates ...*structs.CSIVolumeClaimUpdate) (uint64, error) {
+	return s.writeClaims(updates...)
 }

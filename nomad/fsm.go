@@ -164,6 +164,11 @@ func (f *FSM) Apply(log *raft.Log) any {
 		err = f.applyCSIVolumeDeregister(buf, index)
 	case structs.CSIVolumeClaimRequestType:
 		err = f.applyCSIVolumeClaim(buf, index)
+	case structs.CSIVolumeClaimGroupsRequestType:
+		var errs []error
+		if errs, err = f.applyCSIVolumeClaimGroups(buf, index); err == nil {
+			return errs // one per group
+		}
 	case structs.CSIPluginDeleteRequestType:
 		err = f.applyCSIPluginDelete(buf, index)
 	case structs.ACLPolicyUpsertRequestType, structs.ACLPolicyDeleteRequestType,
@@ -347,6 +352,21 @@ func (f *FSM) applyCSIVolumeDeregister(buf []byte, index uint64) error {
 		return err
 	}
 	return f.State().DeleteCSIVolumes(index, req.RequestNamespace(), req.VolumeIDs, req.Force)
+}
+
+// applyCSIVolumeClaimGroups applies a group commit of claim writes; the
+// entry's response is one error per group (nil: applied), and err an
+// error of the whole entry.
+func (f *FSM) applyCSIVolumeClaimGroups(buf []byte, index uint64) (errs []error, err error) {
+	var req structs.CSIVolumeClaimGroupsRequest
+	if err := decodeRequest(buf, &req); err != nil {
+		return nil, err
+	}
+	groups := make([][]*structs.CSIVolumeClaimUpdate, len(req.Groups))
+	for i, g := range req.Groups {
+		groups[i] = g.Claims
+	}
+	return f.State().UpdateCSIVolumeClaimGroups(index, groups, req.Timestamp)
 }
 
 func (f *FSM) applyCSIVolumeClaim(buf []byte, index uint64) error {

@@ -37,6 +37,7 @@ import (
 	"github.com/berth-io/berth/nomad/audit"
 	"github.com/berth-io/berth/nomad/auth"
 	"github.com/berth-io/berth/nomad/connlimit"
+	"github.com/berth-io/berth/nomad/raftbatch"
 	"github.com/berth-io/berth/nomad/state"
 	"github.com/berth-io/berth/nomad/stream"
 	"github.com/berth-io/berth/nomad/structs"
@@ -54,6 +55,8 @@ type Server struct {
 	raftTrans *raft.NetworkTransport
 	// raftStore is closed on shutdown (the WAL or the in-memory store).
 	raftStoreClose func() error
+	// claimWrites group-commits concurrent claim writes (writeClaims).
+	claimWrites *raftbatch.Batcher[[]*structs.CSIVolumeClaimUpdate]
 
 	rpcListener net.Listener
 	rpcServer   *rpc.Server
@@ -123,6 +126,7 @@ func NewServer(config *Config) (*Server, error) {
 		cancel:    cancel,
 	}
 	s.csiControllers = &csiControllers{s: s}
+	s.claimWrites = newClaimWrites(s)
 	s.resolver = auth.NewResolver(config.ACLEnabled)
 	s.audit = &serverAudit{logger: s.logger.Named("audit")}
 	if config.AuditLogPath != "" {

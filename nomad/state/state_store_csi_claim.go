@@ -47,16 +47,85 @@ func (s *StateStore) UpdateCSIVolumeClaims(index uint64, updates []*structs.CSIV
 	return txn.commit()
 }
 
+// UpdateCSIVolumeClaimGroups applies several independent groups of claim
+// transitions in one write at index (one Raft entry carrying the writes
+// of concurrent callers). Each group is all or nothing, exactly as one
+// UpdateCSIVolumeClaims of it would be, and sees the groups before it; a
+// group the store refuses leaves the others applied. It returns each
+// group's error (nil: applied), or an error for the whole write when it
+// could not be committed.
+//
+// All groups commit in one transaction rather than one each: two commits
+// at the same index would wake a blocking query after the first, answer
+// it with that index, and hide the second's changes from its next query
+// (which waits for a higher index).
+func (s *StateStore) UpdateCSIVolumeClaimGroups(index uint64, groups [][]*structs.CSIVolumeClaimUpdate, ts int64) ([]error, error) {
+	txn := s.writeTxn(index)
+	defer txn.Abort()
+	errs := make([]error, len(groups))
+	applied := false
+	for i, g := range groups {
+		errs[i] = updateCSIVolumeClaimsTxn(txn, g, ts)
+		applied = applied || errs[i] == nil
+	}
+	if !applied {
+		return errs, nil
+	}
+	if err := txn.commit(); err != nil {
+		return nil, err
+	}
+	return errs, nil
+}
+
+// updateCSIVolumeClaimsTxn applies updates to copies of their volumes and
+// writes those to txn only when every update passed: a refused update
+// leaves txn as it found it.
 func updateCSIVolumeClaimsTxn(txn *writeTxn, updates []*structs.CSIVolumeClaimUpdate, ts int64) error {
+	st := claimStage{txn: txn}
 	for _, u := range updates {
-		if err := updateCSIVolumeClaimTxn(txn, u, ts); err != nil {
+		if err := st.update(u, ts); err != nil {
 			return err
+		}
+	}
+	for _, v := range st.changed {
+		if err := txn.Insert(TableCSIVolumes, v); err != nil {
+			return fmt.Errorf("claiming volume %q: %w", v.ID, err)
 		}
 	}
 	return nil
 }
 
-func updateCSIVolumeClaimTxn(txn *writeTxn, u *structs.CSIVolumeClaimUpdate, ts int64) error {
+// claimStage holds the copies of the volumes one group of claim updates
+// reads, until the group passed; changed lists those an update changed,
+// in the order of their first change (an update that is a no-op, such as
+// a retried release, writes nothing).
+type claimStage struct {
+	txn     *writeTxn
+	vols    map[[2]string]*structs.CSIVolume // {namespace, ID} → copy
+	changed []*structs.CSIVolume
+	dirty   map[*structs.CSIVolume]bool // in changed
+}
+
+// volume returns the group's copy of a volume, copying the stored one on
+// first use; nil when there is none.
+func (st *claimStage) volume(ns, id string) (*structs.CSIVolume, error) {
+	k := [2]string{ns, id}
+	if v, ok := st.vols[k]; ok {
+		return v, nil
+	}
+	stored, err := volumeTxn(st.txn, ns, id)
+	if err != nil || stored == nil {
+		return nil, err
+	}
+	v := stored.Copy()
+	if st.vols == nil {
+		st.vols = make(map[[2]string]*structs.CSIVolume)
+	}
+	st.vols[k] = v
+	return v, nil
+}
+
+func (st *claimStage) update(u *structs.CSIVolumeClaimUpdate, ts int64) error {
 	if u == nil {
 		return nil
 	}
@@ -67,22 +136,21 @@ func updateCSIVolumeClaimTxn(txn *writeTxn, u *structs.CSIVolumeClaimUpdate, ts 
 	if u.Claim == nil || u.Claim.AllocID == "" {
 		return structs.NewError(structs.CodeInvalid, "claiming volume %q: claim without alloc ID", u.VolumeID)
 	}
-	vol, err := volumeTxn(txn, ns, u.VolumeID)
+	v, err := st.volume(ns, u.VolumeID)
 	if err != nil {
 		return err
 	}
-	if vol == nil {
+	if v == nil {
 		return structs.NewError(structs.CodeNotFound,
 			"claiming volume %q for alloc %s: volume not found in namespace %q", u.VolumeID, u.Claim.AllocID, ns)
 	}
 
 	allocID := u.Claim.AllocID
-	existing := vol.Claims[allocID]
+	existing := v.Claims[allocID]
 	claim := u.Claim.Copy()
 	claim.ModifyTime = ts
-	claim.ModifyIndex = txn.index
+	claim.ModifyIndex = st.txn.index
 
-	v := vol.Copy()
 	if existing == nil {
 		switch claim.Step {
 		case structs.CSIClaimReserved, structs.CSIClaimTaken:
@@ -98,7 +166,7 @@ func updateCSIVolumeClaimTxn(txn *writeTxn, u *structs.CSIVolumeClaimUpdate, ts 
 			return cerr
 		}
 		claim.CreateTime = ts
-		claim.CreateIndex = txn.index
+		claim.CreateIndex = st.txn.index
 	} else {
 		if !existing.Step.CanMoveTo(claim.Step) {
 			if claim.Step == structs.CSIClaimReserved {
@@ -115,7 +183,7 @@ func updateCSIVolumeClaimTxn(txn *writeTxn, u *structs.CSIVolumeClaimUpdate, ts 
 		claim.CreateIndex = existing.CreateIndex
 	}
 
-	claim.History = claimHistory(existing, claim, ts, txn.index)
+	claim.History = claimHistory(existing, claim, ts, st.txn.index)
 	if claim.Step == structs.CSIClaimFreed {
 		delete(v.Claims, allocID)
 		v.PastClaims = append(v.PastClaims, claim)
@@ -129,9 +197,13 @@ func updateCSIVolumeClaimTxn(txn *writeTxn, u *structs.CSIVolumeClaimUpdate, ts 
 		v.Claims[allocID] = claim
 	}
 	setClaimModes(v)
-	v.ModifyIndex = txn.index
-	if err := txn.Insert(TableCSIVolumes, v); err != nil {
-		return fmt.Errorf("claiming volume %q for alloc %s: %w", v.ID, allocID, err)
+	v.ModifyIndex = st.txn.index
+	if !st.dirty[v] {
+		if st.dirty == nil {
+			st.dirty = make(map[*structs.CSIVolume]bool)
+		}
+		st.dirty[v] = true
+		st.changed = append(st.changed, v)
 	}
 	return nil
 }

@@ -529,6 +529,23 @@ type CSIVolumeClaimBatchRequest struct {
 	WriteRequest
 }
 
+// CSIVolumeClaimGroupsRequest carries the claim writes of concurrent
+// callers in one Raft entry (the server's group commit, nomad/raftbatch).
+// Each group is applied, or refused, on its own, exactly as one
+// CSIVolumeClaimBatchRequest of its claims would be, after the groups
+// before it; the FSM answers with one error per group.
+type CSIVolumeClaimGroupsRequest struct {
+	Groups    []CSIVolumeClaimGroup
+	Timestamp int64
+	WriteRequest
+}
+
+// CSIVolumeClaimGroup is one caller's claim transitions in a
+// CSIVolumeClaimGroupsRequest: all of them or none.
+type CSIVolumeClaimGroup struct {
+	Claims []*CSIVolumeClaimUpdate
+}
+
 // CSIVolumeGetRequest reads one volume.
 type CSIVolumeGetRequest struct {
 	ID string

@@ -31,12 +31,13 @@ const (
 	ACLTokenBootstrapRequestType     MessageType = 21
 	AllocStopRequestType             MessageType = 22
 	JobStabilityRequestType          MessageType = 23
+	CSIVolumeClaimGroupsRequestType  MessageType = 24
 
 	// lastMessageType is the highest type above. Bump it when appending
 	// one: the leader refuses to propose, and followers refuse to
 	// store, a type above it (TestFSM_EveryKnownTypeIsApplied checks
 	// the FSM handles each).
-	lastMessageType = JobStabilityRequestType
+	lastMessageType = CSIVolumeClaimGroupsRequestType
 )
 
 // Known reports whether t (without IgnoreUnknownTypeFlag) is a type this
