@@ -384,10 +384,11 @@ func (v *CSIVolumeEndpoint) claimReply(ns, volID, allocID string, index uint64, 
 
 // Unpublish is the client's report that the node side of an alloc's claim
 // is done: every task exited, NodeUnpublish (and NodeUnstage for the last
-// user) succeeded. The claim is checkpointed NodeDetached, then carried on
-// (ControllerUnpublish when the plugin needs it and no other claim uses the
-// volume on that node, ControllerDetached, freed) by the volumewatcher's
-// pass. A failed controller call is recorded on the claim (LastError,
+// user) succeeded. When no controller call is left to make, the claim is
+// freed in one entry (NodeDetached, ControllerDetached, freed:
+// claims.Unpublish); otherwise it is checkpointed NodeDetached, then
+// carried on (ControllerUnpublish, ControllerDetached, freed) by the
+// volumewatcher's pass. A failed controller call is recorded on the claim (LastError,
 // Attempts, NextRetry) and left to the watcher: the client's part is done,
 // so the reply is a success. It is idempotent: an alloc without a live
 // claim (already freed, or a volume that is gone) succeeds at once. The
@@ -412,13 +413,18 @@ func (v *CSIVolumeEndpoint) Unpublish(args *structs.CSIVolumeUnpublishRequest, r
 	}
 	defer cancel()
 
+	var freed bool
 	index, err := func() (uint64, error) {
 		unlock, err := sc.lockVolume(ctx, ns, args.VolumeID, fmt.Sprintf("unpublishing volume %q for alloc %s", args.VolumeID, args.AllocationID))
 		if err != nil {
 			return 0, err
 		}
 		defer unlock()
-		vol, err := v.srv.State().CSIVolumeByID(nil, ns, args.VolumeID)
+		snap, err := v.srv.State().Snapshot()
+		if err != nil {
+			return 0, err
+		}
+		vol, err := snap.CSIVolumeByID(nil, ns, args.VolumeID)
 		if err != nil || vol == nil {
 			return 0, err // a volume that is gone has nothing to release
 		}
@@ -434,23 +440,34 @@ func (v *CSIVolumeEndpoint) Unpublish(args *structs.CSIVolumeUnpublishRequest, r
 		if claim.Step != structs.CSIClaimReserved && claim.Step != structs.CSIClaimTaken {
 			return vol.ModifyIndex, nil // node side already recorded: a retry
 		}
-		detached := claim.Copy()
-		detached.Step = structs.CSIClaimNodeDetached
-		detached.LastError, detached.Attempts, detached.NextRetry = "", 0, 0
-		index, err := v.srv.writeClaims(&structs.CSIVolumeClaimUpdate{Namespace: ns, VolumeID: vol.ID, Claim: detached})
+		prof, err := sc.volumes.Profile(snap, vol)
+		if err != nil {
+			return 0, err
+		}
+		// NodeDetached, and freed in the same entry when no controller
+		// call is left to make (claims.Unpublish).
+		steps := claims.Unpublish(vol, claim, prof, sc.volumes.Now())
+		updates := make([]*structs.CSIVolumeClaimUpdate, len(steps))
+		for i, c := range steps {
+			updates[i] = &structs.CSIVolumeClaimUpdate{Namespace: ns, VolumeID: vol.ID, Claim: c}
+		}
+		index, err := v.srv.writeClaims(updates...)
 		if err != nil {
 			return 0, fmt.Errorf("unpublishing volume %q for alloc %s: %w", vol.ID, claim.AllocID, err)
 		}
+		freed = steps[len(steps)-1].Step == structs.CSIClaimFreed
 		return index, nil
 	}()
 	if err != nil {
 		return err
 	}
-	// The node side is in Raft: from here on the watcher finishes the
-	// release whatever happens to this call.
-	if err := sc.volumes.Release(ctx, ns, args.VolumeID, volumewatcher.ReleaseOptions{AllocIDs: []string{args.AllocationID}}); err != nil {
-		v.srv.logger.Warn("releasing claim after unpublish; the volumewatcher retries",
-			"namespace", ns, "volume_id", args.VolumeID, "alloc_id", args.AllocationID, "error", err)
+	if !freed {
+		// The node side is in Raft: from here on the watcher finishes the
+		// release whatever happens to this call.
+		if err := sc.volumes.Release(ctx, ns, args.VolumeID, volumewatcher.ReleaseOptions{AllocIDs: []string{args.AllocationID}}); err != nil {
+			v.srv.logger.Warn("releasing claim after unpublish; the volumewatcher retries",
+				"namespace", ns, "volume_id", args.VolumeID, "alloc_id", args.AllocationID, "error", err)
+		}
 	}
 	reply.Index = max(index, v.srv.latestIndex())
 	return nil

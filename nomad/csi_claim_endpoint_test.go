@@ -430,6 +430,14 @@ func TestCSIUnpublish_FreesANodeOnlyClaim(t *testing.T) {
 	past := pastClaim(t, s, "db", a.ID)
 	must.Eq(t, structs.CSIClaimFreed, past.Step)
 	must.Eq(t, "", past.ReleaseReason)
+	// Nothing was left for the controller: the node side, the controller
+	// side and the free went out in one Raft entry.
+	h := past.History
+	must.SliceLen(t, 3, h[len(h)-3:])
+	for i, to := range []structs.CSIClaimStep{structs.CSIClaimNodeDetached, structs.CSIClaimControllerDetached, structs.CSIClaimFreed} {
+		must.Eq(t, to, h[len(h)-3+i].To)
+		must.Eq(t, past.ModifyIndex, h[len(h)-3+i].Index, must.Sprintf("transition to %s", to))
+	}
 	// Idempotent, also for a volume that is gone.
 	must.NoError(t, unpublish(s, "db", a.ID, a.NodeID))
 	must.NoError(t, unpublish(s, "gone", a.ID, a.NodeID))

@@ -527,19 +527,9 @@ func (w *Watcher) controllerUnpublish(ctx context.Context, vol *structs.CSIVolum
 	return w.cfg.Controller.ControllerUnpublish(cctx, vol.Copy(), claim.Copy())
 }
 
-// stepped is claim moved to step. A new step starts its own bookkeeping;
-// the release reason stays the first one given.
+// stepped is claims.Stepped.
 func stepped(claim *structs.CSIVolumeClaim, step structs.CSIClaimStep, releaseReason string) *structs.CSIVolumeClaim {
-	c := claim.Copy()
-	c.Step = step
-	c.NextRetry = 0
-	if step == structs.CSIClaimNodeDetached {
-		c.LastError, c.Attempts = "", 0
-	}
-	if c.ReleaseReason == "" {
-		c.ReleaseReason = releaseReason
-	}
-	return c
+	return claims.Stepped(claim, step, releaseReason)
 }
 
 // noted returns claim with its LastError showing why it waits (for a
