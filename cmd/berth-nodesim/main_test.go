@@ -33,10 +33,13 @@ func TestRun_SmallClusterClaimsPublishesAndFrees(t *testing.T) {
 	must.Len(t, 6, res.claimToPublished)
 	must.Eq(t, 6, res.unpublished)
 	must.Eq(t, 6, res.freed)
+	must.Positive(t, res.claimEntries)
+	must.Positive(t, res.releaseEntries)
 	var out bytes.Buffer
 	res.print(&out, o)
 	must.StrContains(t, out.String(), "volumes claimed and published")
 	must.True(t, strings.Contains(out.String(), "6 in"), must.Sprint(out.String()))
+	must.StrContains(t, out.String(), "raft entries while releasing")
 }
 
 func TestValidate_RefusesARemoteAddress(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -35,6 +36,9 @@ type result struct {
 	rss                                                            map[string]int64 // phase → bytes
 	rssWhose                                                       string
 	heartbeatTTL                                                   time.Duration
+	// Raft entries written while the allocs were placed and claimed,
+	// and while they were released (in-process server only).
+	claimEntries, releaseEntries uint64
 }
 
 // run runs the simulation. Teardown (stopping nodes and the server,
@@ -61,6 +65,7 @@ func simulate(ctx context.Context, o *options, res *result, deferred func(func(c
 
 	var rpc client.RPCer
 	newRPC := func() client.RPCer { return newRemote(o.address) }
+	raftIndex := func() uint64 { return 0 } // unknown for a server of another process
 	rssPid := o.pid
 	res.rssWhose = fmt.Sprintf("server (pid %d)", o.pid)
 	if o.address == "" {
@@ -71,6 +76,10 @@ func simulate(ctx context.Context, o *options, res *result, deferred func(func(c
 		deferred(func(context.Context) { s.Shutdown() })
 		rpc = inProcess{s}
 		newRPC = func() client.RPCer { return inProcess{s} }
+		raftIndex = func() uint64 {
+			i, _ := strconv.ParseUint(s.Raft().Stats()["last_log_index"], 10, 64)
+			return i
+		}
 		rssPid = os.Getpid()
 		res.rssWhose = "this process (server and every simulated node)"
 	} else {
@@ -165,6 +174,7 @@ func simulate(ctx context.Context, o *options, res *result, deferred func(func(c
 
 	// The job: every alloc claims its own volume.
 	job := simJob(o.allocs)
+	startIndex := raftIndex()
 	start = time.Now()
 	if err := rpc.RPC("Job.Register", &structs.JobRegisterRequest{Job: job}, &structs.JobRegisterResponse{}); err != nil {
 		return res, fmt.Errorf("registering the job: %w", err)
@@ -195,10 +205,14 @@ func simulate(ctx context.Context, o *options, res *result, deferred func(func(c
 		return res, err
 	}
 	sample("claims")
+	if startIndex > 0 {
+		res.claimEntries = raftIndex() - startIndex
+	}
 	o.progress.Info("every alloc placed and published", "allocs", o.allocs, "took", res.publishTime)
 	res.createToPublished, res.claimToPublished = latencies(rpc, allocs, pubs)
 
 	// Stop: every volume unpublished and every claim freed.
+	startIndex = raftIndex()
 	start = time.Now()
 	if err := rpc.RPC("Job.Deregister", &structs.JobDeregisterRequest{JobID: job.ID, WriteRequest: structs.WriteRequest{Namespace: structs.DefaultNamespace}}, &structs.JobDeregisterResponse{}); err != nil {
 		return res, fmt.Errorf("stopping the job: %w", err)
@@ -225,6 +239,9 @@ func simulate(ctx context.Context, o *options, res *result, deferred func(func(c
 		return free >= o.allocs, nil
 	})
 	res.freeTime = time.Since(start)
+	if startIndex > 0 && err == nil {
+		res.releaseEntries = raftIndex() - startIndex
+	}
 	return res, err
 }
 

@@ -47,6 +47,12 @@ func (r *result) print(out io.Writer, o *options) {
 		fmt.Fprintf(w, "stop → all unpublished\t%d in %s (%s)\n", r.unpublished, round(r.unpublishTime), rate(r.unpublished, r.unpublishTime))
 		fmt.Fprintf(w, "stop → all claims freed (seen by a 200ms poll)\t%d in %s\n", r.freed, round(r.freeTime))
 	}
+	if r.claimEntries > 0 {
+		fmt.Fprintf(w, "raft entries while placing and claiming\t%d (%.2f per alloc)\n", r.claimEntries, float64(r.claimEntries)/float64(o.allocs))
+	}
+	if r.releaseEntries > 0 {
+		fmt.Fprintf(w, "raft entries while releasing\t%d (%.2f per alloc)\n", r.releaseEntries, float64(r.releaseEntries)/float64(o.allocs))
+	}
 	if r.rssWhose != "" {
 		fmt.Fprintf(w, "RSS of %s\t%s\n", r.rssWhose, rssLine(r, o))
 	}
