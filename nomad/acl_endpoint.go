@@ -57,7 +57,7 @@ func (c *authCodec) ReadRequestBody(body any) error {
 	if err := c.ServerCodec.ReadRequestBody(body); err != nil || body == nil {
 		return err
 	}
-	e, id, err := c.srv.authorize(c.method, body)
+	e, id, err := c.srv.authorizeArriving(c.method, body)
 	if err != nil {
 		return structs.WireError(err)
 	}
@@ -103,9 +103,67 @@ func (s *Server) authorize(method string, args any) (*auth.Endpoint, *auth.Ident
 	return e, id, nil
 }
 
+// authorizeArriving is authorize for a request as it arrives on a
+// connection. A follower that would refuse a request it is about to
+// forward leaves the refusal to the leader (structs.AuthDeferrer): its
+// state may not yet hold the node or token that a write it forwarded a
+// moment ago created, and the leader checks every call it receives
+// anyway. The refusal rides on the request, and forward answers it
+// (after authorizing again) if this server ends up serving the request
+// itself.
+func (s *Server) authorizeArriving(method string, args any) (*auth.Endpoint, *auth.Identity, error) {
+	e := auth.Lookup(method)
+	d, ok := args.(structs.AuthDeferrer)
+	if e == nil || e.HTTPOnly || !ok || !s.forwardsToLeader(e, args) {
+		return s.authorize(method, args)
+	}
+	id, err := s.decide(e, args)
+	if err != nil {
+		d.DeferAuth(err)
+		return e, &auth.Identity{}, nil
+	}
+	return e, id, nil
+}
+
+// forwardsToLeader reports whether forward will send args to the leader
+// rather than serve it here: this server is not the leader, and the
+// request is neither a stale read nor already forwarded.
+func (s *Server) forwardsToLeader(e *auth.Endpoint, args any) bool {
+	info, ok := args.(structs.RPCInfo)
+	if !ok || !e.Forward || s.IsLeader() {
+		return false
+	}
+	return !info.IsForwarded() && !(info.IsRead() && info.AllowStaleRead())
+}
+
+// authorizeDeferred authorizes, on the server that serves it, a request
+// whose refusal a follower deferred (see authorizeArriving).
+func (s *Server) authorizeDeferred(method string, args any) error {
+	d, ok := args.(structs.AuthDeferrer)
+	if !ok || d.DeferredAuth() == nil {
+		return nil
+	}
+	e := auth.Lookup(method)
+	if e == nil {
+		return d.DeferredAuth()
+	}
+	_, err := s.check(e, args)
+	return err
+}
+
 // check resolves the caller and applies e's rule; a refusal is logged
 // (and audited for writes).
 func (s *Server) check(e *auth.Endpoint, args any) (*auth.Identity, error) {
+	id, err := s.decide(e, args)
+	if err != nil {
+		s.audit.denied(e.Method, id, args, err)
+		return nil, err
+	}
+	return id, nil
+}
+
+// decide resolves the caller and applies e's rule.
+func (s *Server) decide(e *auth.Endpoint, args any) (*auth.Identity, error) {
 	id, err := s.identity(args)
 	if err != nil && e.Rule.Kind == auth.Public {
 		// Public endpoints answer whatever the token; an unknown one
@@ -115,11 +173,7 @@ func (s *Server) check(e *auth.Endpoint, args any) (*auth.Identity, error) {
 	if err == nil {
 		err = auth.Authorize(e, id, args)
 	}
-	if err != nil {
-		s.audit.denied(e.Method, id, args, err)
-		return nil, err
-	}
-	return id, nil
+	return id, err
 }
 
 // identity resolves the secret a request carries.

@@ -2,6 +2,7 @@ package nomad_test
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net"
 	"reflect"
@@ -13,6 +14,7 @@ import (
 	"github.com/berth-io/berth/nomad"
 	"github.com/berth-io/berth/nomad/auth"
 	"github.com/berth-io/berth/nomad/structs"
+	"github.com/berth-io/berth/testutil"
 	"github.com/berth-io/berth/testutil/cluster"
 )
 
@@ -116,6 +118,25 @@ var anyTokenRefusals = map[string][]caller{
 // without a row fails here (and the server would not start).
 func TestACL_EveryEndpointEveryCaller(t *testing.T) {
 	s, mgmt := aclServer(t)
+	everyEndpointEveryCaller(t, s, s, mgmt)
+}
+
+// The same through a follower. A follower leaves a refusal to the leader
+// (its state may lag a node or token the leader already has), so this
+// shows that no refused call runs on the follower instead: each one is
+// refused by the leader it is forwarded to, and local endpoints still
+// decide on the follower.
+func TestACL_EveryEndpointEveryCallerThroughAFollower(t *testing.T) {
+	servers := cluster.NewCluster(t, 3, func(_ int, c *nomad.Config) { c.ACLEnabled = true })
+	leader := cluster.WaitForLeader(t, servers...)
+	var reply structs.ACLTokenUpsertResponse
+	must.NoError(t, leader.RPC(structs.MethodACLBootstrap, &structs.ACLTokenBootstrapRequest{}, &reply))
+	everyEndpointEveryCaller(t, leader, followers(servers, leader)[0], reply.Tokens[0].SecretID)
+}
+
+// everyEndpointEveryCaller writes the policies and tokens through s and
+// makes every call through via.
+func everyEndpointEveryCaller(t *testing.T, s, via *cluster.Server, mgmt string) {
 	applyPolicy(t, s, mgmt, "reader", `
 namespace "default" { policy = "read" }
 node { policy = "read" }
@@ -135,6 +156,7 @@ plugin { policy = "read" }
 		readTok: createToken(t, s, mgmt, "r", "reader"), writeTok: createToken(t, s, mgmt, "w", "writer"),
 	}
 	types := s.RPCArgTypesForTest()
+	caughtUp(t, s, via) // local endpoints answer from via's own state
 	for method := range types {
 		must.NotNil(t, auth.Lookup(method), must.Sprintf("RPC method %s has no row in the endpoint table", method))
 	}
@@ -143,7 +165,7 @@ plugin { policy = "read" }
 		if e.HTTPOnly {
 			args := &structs.ACLAuthorizeRequest{Endpoint: e.Method}
 			args.AuthToken = secret
-			return s.RPC(structs.MethodACLAuthorize, args, &structs.ACLAuthorizeResponse{})
+			return via.RPC(structs.MethodACLAuthorize, args, &structs.ACLAuthorizeResponse{})
 		}
 		ts, ok := types[e.Method]
 		must.True(t, ok, must.Sprintf("table row %s is no RPC method and not marked HTTPOnly", e.Method))
@@ -151,7 +173,7 @@ plugin { policy = "read" }
 		if ar, ok := args.(structs.AuthRequest); ok {
 			ar.SetAuthToken(secret)
 		}
-		return s.RPC(e.Method, args, reflect.New(ts[1].Elem()).Interface())
+		return via.RPC(e.Method, args, reflect.New(ts[1].Elem()).Interface())
 	}
 
 	run := func(callers ...caller) {
@@ -180,7 +202,22 @@ plugin { policy = "read" }
 
 	// The anonymous policy is what a request without a token gets.
 	applyPolicy(t, s, mgmt, structs.AnonymousPolicyName, `namespace "default" { policy = "read" }`)
+	caughtUp(t, s, via)
 	run(anonymous)
+}
+
+// caughtUp waits until via's state has every write s has applied.
+func caughtUp(t *testing.T, s, via *cluster.Server) {
+	t.Helper()
+	want, err := s.State().LatestIndex()
+	must.NoError(t, err)
+	testutil.WaitForResult(t, func() (bool, error) {
+		got, err := via.State().LatestIndex()
+		if err != nil || got < want {
+			return false, fmt.Errorf("%s at index %d, want %d (%v)", via.Config.NodeName, got, want, err)
+		}
+		return true, nil
+	})
 }
 
 // A 403 names the capability and the namespace.
@@ -446,4 +483,24 @@ func TestOperator_AddPeerChecksTheAddressAnswers(t *testing.T) {
 	err = s.RPC(structs.MethodOperatorRaftAddPeer, req, &structs.GenericResponse{})
 	must.Eq(t, structs.CodePermissionDenied, structs.CodeOf(err))
 	must.StrContains(t, err.Error(), "token lacks operator write")
+}
+
+// A server that serves a call itself authorizes again a refusal a
+// follower deferred to the leader: the follower may have become the
+// leader between deferring and forwarding.
+func TestACL_DeferredRefusalIsDecidedWhereTheCallIsServed(t *testing.T) {
+	s, mgmt := aclServer(t)
+	deferred := func(secret string) *structs.CSIVolumeListRequest {
+		args := &structs.CSIVolumeListRequest{}
+		args.AuthToken = secret
+		args.DeferAuth(structs.NewError(structs.CodePermissionDenied, "Permission denied: as a follower saw it"))
+		return args
+	}
+	done, err := s.ForwardForTest(structs.MethodCSIVolumeList, deferred("6f0b1a52-0000-4000-8000-000000000000"), &structs.CSIVolumeListResponse{})
+	must.True(t, done, must.Sprint("a refused call must not reach the endpoint"))
+	must.Eq(t, structs.CodePermissionDenied, structs.CodeOf(err))
+
+	done, err = s.ForwardForTest(structs.MethodCSIVolumeList, deferred(mgmt), &structs.CSIVolumeListResponse{})
+	must.NoError(t, err, must.Sprint("the leader's state knows the token"))
+	must.False(t, done)
 }

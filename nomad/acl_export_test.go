@@ -1,6 +1,10 @@
 package nomad
 
-import "reflect"
+import (
+	"reflect"
+
+	"github.com/berth-io/berth/nomad/structs"
+)
 
 // RPCArgTypesForTest maps every method the RPC server exposes to the type
 // of its args, so the endpoint×token test can call each one.
@@ -18,3 +22,8 @@ func (s *Server) RPCArgTypesForTest() map[string][2]reflect.Type {
 
 // FSMForTest exposes the FSM for snapshot tests.
 func (s *Server) FSMForTest() *FSM { return s.fsm }
+
+// ForwardForTest runs the forwarding half of an endpoint on s.
+func (s *Server) ForwardForTest(method string, args structs.RPCInfo, reply any) (bool, error) {
+	return s.forward(method, args, args, reply)
+}

@@ -3,6 +3,7 @@ package nomad
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -21,15 +22,21 @@ var ErrNoLeader = structs.ErrNoLeader
 // forward sends the request to the leader unless this server should answer
 // it itself (it is the leader, or the read allows stale results). It
 // reports whether it forwarded; if so, reply holds the leader's answer.
+//
+// A leader that answers CodeNoLeader did not serve the call as leader:
+// it lost its leadership (or had not yet caught up) after this server
+// chose it, as happens right after an election. Such an answer is retried
+// against the leader known then, within RPCHoldTimeout, as a caller
+// waiting for a leader is held: a user's write through a follower right
+// after a failover should not fail for a leadership move it cannot see.
+// Callers already retry CodeNoLeader themselves, so a call retried here is
+// one they would have sent again.
 func (s *Server) forward(method string, info structs.RPCInfo, args, reply any) (bool, error) {
 	if info.IsRead() && info.AllowStaleRead() {
 		return false, nil
 	}
 	if s.IsLeader() {
-		if err := s.waitCaughtUp(method); err != nil {
-			return true, err
-		}
-		return false, nil
+		return s.serveHere(method, args)
 	}
 	if info.IsForwarded() {
 		// Forwarded to us, but we are not (or no longer) the leader: do
@@ -38,19 +45,57 @@ func (s *Server) forward(method string, info structs.RPCInfo, args, reply any) (
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, s.config.RPCHoldTimeout+s.config.RaftTimeout)
 	defer cancel()
-	leader, err := s.waitForLeader(ctx)
-	if err != nil {
-		return true, err
-	}
-	if leader == s.rpcAdvert {
-		// We just became leader while waiting.
-		if err := s.waitCaughtUp(method); err != nil {
+	return holdWhileNoLeader(ctx, s.config.RPCHoldTimeout, func() (bool, error) {
+		leader, err := s.waitForLeader(ctx)
+		if err != nil {
 			return true, err
 		}
-		return false, nil
+		if leader == s.rpcAdvert {
+			// We became leader while waiting.
+			return s.serveHere(method, args)
+		}
+		info.SetForwarded()
+		return true, forwardError(method, leader, s.pool.RPC(ctx, leader, method, args, reply))
+	})
+}
+
+// holdWhileNoLeader calls try again while it answers CodeNoLeader, for up
+// to hold, with a short jittered pause between calls (so that the calls
+// caught in one leadership move do not all come back at once). try
+// reports, as forward does, whether the call was answered.
+func holdWhileNoLeader(ctx context.Context, hold time.Duration, try func() (bool, error)) (bool, error) {
+	deadline := time.Now().Add(hold)
+	for {
+		done, err := try()
+		if !done || structs.CodeOf(err) != structs.CodeNoLeader || !time.Now().Before(deadline) {
+			return done, err
+		}
+		pause := forwardRetryPause + time.Duration(rand.Int64N(int64(forwardRetryPause)))
+		select {
+		case <-ctx.Done():
+			return done, err
+		case <-time.After(pause):
+		}
 	}
-	info.SetForwarded()
-	return true, forwardError(method, leader, s.pool.RPC(ctx, leader, method, args, reply))
+}
+
+// forwardRetryPause is the least wait before forward retries a call a
+// leader answered with CodeNoLeader.
+const forwardRetryPause = 20 * time.Millisecond
+
+// serveHere readies this server to serve a call itself: its state caught
+// up with the log, and the call authorized again if a follower's check
+// was deferred to the leader (authorizeArriving) and this server became
+// that leader. Like forward, it reports whether the call is answered
+// (with the error) rather than left to the endpoint.
+func (s *Server) serveHere(method string, args any) (bool, error) {
+	if err := s.waitCaughtUp(method); err != nil {
+		return true, err
+	}
+	if err := s.authorizeDeferred(method, args); err != nil {
+		return true, err
+	}
+	return false, nil
 }
 
 // forwardError is the error a forwarded call answers its caller with. The

@@ -1,6 +1,9 @@
 package structs
 
-import "time"
+import (
+	"errors"
+	"time"
+)
 
 // QueryOptions ride on every read RPC.
 type QueryOptions struct {
@@ -26,6 +29,12 @@ type QueryOptions struct {
 	// Forwarded is set once a server has forwarded the request, so that a
 	// request is forwarded at most once.
 	Forwarded bool
+
+	// deferredAuth is a refusal a follower left for the leader to decide
+	// (see DeferAuth). Not encoded: it never leaves the server. A struct,
+	// not an error interface, so that requests keep a bounded depth
+	// (the Raft entry check skips its decode test for those).
+	deferredAuth *Error
 }
 
 // QueryMeta comes back with every read.
@@ -44,6 +53,9 @@ type WriteRequest struct {
 	IdempotencyToken string
 	// Forwarded is set once a server has forwarded the request.
 	Forwarded bool
+
+	// deferredAuth: see QueryOptions.
+	deferredAuth *Error
 }
 
 // WriteMeta comes back with every write: the Raft index it was applied at.
@@ -151,6 +163,45 @@ func (w *WriteRequest) IsRead() bool         { return false }
 func (w *WriteRequest) AllowStaleRead() bool { return false }
 func (w *WriteRequest) IsForwarded() bool    { return w.Forwarded }
 func (w *WriteRequest) SetForwarded()        { w.Forwarded = true }
+
+// AuthDeferrer is a request whose authorization a follower may leave to
+// the leader. A follower's state lags the leader's by the writes not yet
+// applied there: a node registered through it, or a token created through
+// it, is not there yet when the next call arrives, and refusing it would
+// answer from stale state what the leader, which checks every call it
+// receives, answers correctly. A server that ends up serving such a
+// request itself must authorize it again before it runs.
+type AuthDeferrer interface {
+	// DeferAuth records the refusal this server would have answered.
+	DeferAuth(err error)
+	// DeferredAuth is that refusal, nil when there is none.
+	DeferredAuth() error
+}
+
+func (q *QueryOptions) DeferAuth(err error) { q.deferredAuth = asError(err) }
+func (q *QueryOptions) DeferredAuth() error { return errOrNil(q.deferredAuth) }
+func (w *WriteRequest) DeferAuth(err error) { w.deferredAuth = asError(err) }
+func (w *WriteRequest) DeferredAuth() error { return errOrNil(w.deferredAuth) }
+
+// asError keeps err's code and message; nil stays nil.
+func asError(err error) *Error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &Error{Code: CodeOf(err), Msg: err.Error()}
+}
+
+// errOrNil returns e as an error, and a nil *Error as a nil error.
+func errOrNil(e *Error) error {
+	if e == nil {
+		return nil
+	}
+	return e
+}
 
 // GetAuthToken returns the secret the request carries (an ACL token's, or a
 // node's for the client's own RPCs).
