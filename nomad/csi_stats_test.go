@@ -9,11 +9,10 @@ import (
 	"github.com/berth-io/berth/testutil/cluster"
 )
 
-// reportStats reports as the node does, signed with its secret (read
-// from the leader, which has every node).
-func reportStats(s, leader *cluster.Server, nodeID string, samples ...*structs.CSIVolumeStatsSample) error {
-	req := &structs.CSIVolumeStatsReportRequest{NodeID: nodeID, Samples: samples}
-	req.AuthToken = nodeSecret(leader, nodeID)
+// reportStats reports as node n does, signed with its secret.
+func reportStats(s *cluster.Server, n *structs.Node, samples ...*structs.CSIVolumeStatsSample) error {
+	req := &structs.CSIVolumeStatsReportRequest{NodeID: n.ID, Samples: samples}
+	req.AuthToken = n.SecretID
 	return s.RPC(structs.MethodCSIVolumeReportStats, req, &structs.GenericResponse{})
 }
 
@@ -39,8 +38,8 @@ func TestCSIVolume_ReportStats(t *testing.T) {
 	idx, err := leader.State().LatestIndex()
 	must.NoError(t, err)
 
-	must.NoError(t, reportStats(f, leader, n1.ID, statsSample("v1", 100, nil), statsSample("v2", 7, nil)))
-	must.NoError(t, reportStats(f, leader, n2.ID, statsSample("v1", 200, &structs.CSIVolumeCondition{Abnormal: true, Message: "I/O errors"})))
+	must.NoError(t, reportStats(f, n1, statsSample("v1", 100, nil), statsSample("v2", 7, nil)))
+	must.NoError(t, reportStats(f, n2, statsSample("v1", 200, &structs.CSIVolumeCondition{Abnormal: true, Message: "I/O errors"})))
 	got := getVolume(t, f, "", "v1")
 	must.MapLen(t, 2, got.Stats)
 	must.Eq(t, &structs.CSIVolumeStats{NodeID: n1.ID, UsedBytes: 100, AvailableBytes: 900, TotalBytes: 1000,
@@ -52,22 +51,22 @@ func TestCSIVolume_ReportStats(t *testing.T) {
 	must.Eq(t, idx, after, must.Sprint("stats are not written to Raft"))
 
 	// Node 1 no longer publishes v1.
-	must.NoError(t, reportStats(f, leader, n1.ID, statsSample("v2", 8, nil)))
+	must.NoError(t, reportStats(f, n1, statsSample("v2", 8, nil)))
 	got = getVolume(t, f, "", "v1")
 	must.MapLen(t, 1, got.Stats)
 	must.MapContainsKey(t, got.Stats, n2.ID)
 	must.Eq(t, int64(8), getVolume(t, f, "", "v2").Stats[n1.ID].UsedBytes)
 	// An empty report clears the node.
-	must.NoError(t, reportStats(f, leader, n1.ID))
+	must.NoError(t, reportStats(f, n1))
 	must.MapEmpty(t, getVolume(t, f, "", "v2").Stats)
 
-	err = reportStats(f, leader, "no-such-node", statsSample("v1", 1, nil))
+	err = reportStats(f, &structs.Node{ID: "no-such-node"}, statsSample("v1", 1, nil))
 	must.ErrorIs(t, err, structs.ErrPermissionDenied, must.Sprint("only a registered node, with its secret, reports"))
 	req := &structs.CSIVolumeStatsReportRequest{NodeID: n2.ID, Samples: []*structs.CSIVolumeStatsSample{statsSample("v1", 1, nil)}}
-	req.AuthToken = nodeSecret(leader, n1.ID)
+	req.AuthToken = n1.SecretID
 	err = f.RPC(structs.MethodCSIVolumeReportStats, req, &structs.GenericResponse{})
 	must.ErrorIs(t, err, structs.ErrPermissionDenied, must.Sprint("node 1 cannot report for node 2"))
 	must.Eq(t, int64(200), getVolume(t, f, "", "v1").Stats[n2.ID].UsedBytes)
-	err = reportStats(f, leader, n1.ID, &structs.CSIVolumeStatsSample{VolumeID: "v1"})
+	err = reportStats(f, n1, &structs.CSIVolumeStatsSample{VolumeID: "v1"})
 	must.ErrorIs(t, err, structs.ErrInvalid)
 }

@@ -60,7 +60,9 @@ func joinNode(t *testing.T, s *cluster.Server, n *structs.Node) *structs.NodeUpd
 	t.Helper()
 	var reply structs.NodeUpdateResponse
 	rpcWhileNoLeader(t, s, "Node.Register", &structs.NodeRegisterRequest{Node: n}, &reply)
-	return heartbeat(t, s, n.ID)
+	// Signed with n's own secret, not one read from s: if leadership moved,
+	// the register was forwarded and s may not have applied it yet.
+	return heartbeatAs(t, s, n.ID, n.SecretID)
 }
 
 // rpcWhileNoLeader calls method on s, and again while the answer is
@@ -79,9 +81,14 @@ func rpcWhileNoLeader(t *testing.T, s *cluster.Server, method string, args, repl
 
 func heartbeat(t *testing.T, s *cluster.Server, nodeID string) *structs.NodeUpdateResponse {
 	t.Helper()
+	return heartbeatAs(t, s, nodeID, nodeSecret(s, nodeID))
+}
+
+func heartbeatAs(t *testing.T, s *cluster.Server, nodeID, secret string) *structs.NodeUpdateResponse {
+	t.Helper()
 	var reply structs.NodeUpdateResponse
 	req := &structs.NodeUpdateStatusRequest{NodeID: nodeID, Status: structs.NodeStatusReady}
-	req.AuthToken = nodeSecret(s, nodeID)
+	req.AuthToken = secret
 	rpcWhileNoLeader(t, s, "Node.UpdateStatus", req, &reply)
 	return &reply
 }

@@ -74,6 +74,7 @@ func NewCluster(t testing.TB, n int, cb func(i int, c *nomad.Config)) []*Server 
 	servers := make([]*Server, n)
 	for i := range n {
 		c := TestConfig(t, fmt.Sprintf("server-%d", i))
+		clusterTimings(c)
 		c.BootstrapExpect = n
 		c.ServerJoin = addrs
 		c.RPCListener = lns[i]
@@ -85,6 +86,23 @@ func NewCluster(t testing.TB, n int, cb func(i int, c *nomad.Config)) []*Server 
 	WaitForLeader(t, servers...)
 	return servers
 }
+
+// clusterTimings slows TestConfig's Raft timings for servers with peers.
+// A lone server cannot lose its leadership, so it keeps the fastest
+// timings (its one election is every single-server test's start-up). With
+// peers, a leader steps down when it has not heard from a quorum within
+// LeaderLeaseTimeout, and on a loaded 2-core CI machine under -race a
+// 50ms lease ran out between a test's calls: leadership moved right after
+// WaitForLeader, under a test that had just found the leader (1 run in 16
+// of a failover test with two busy loops beside it). Still below the
+// product's nomad.RaftHeartbeatTimeout.
+func clusterTimings(c *nomad.Config) {
+	c.RaftConfig.HeartbeatTimeout = clusterHeartbeatTimeout
+	c.RaftConfig.ElectionTimeout = clusterHeartbeatTimeout
+	c.RaftConfig.LeaderLeaseTimeout = clusterHeartbeatTimeout / 2
+}
+
+const clusterHeartbeatTimeout = 250 * time.Millisecond
 
 func start(t testing.TB, c *nomad.Config) *Server {
 	t.Helper()
