@@ -35,9 +35,15 @@ import (
 // cumulatively, as Prometheus expects (go-metrics' inmem sink keeps
 // intervals). Samples become summaries without quantiles: _sum and _count.
 type metricsRegistry struct {
-	// mu guards series.
+	// mu guards series and byKey.
 	mu     sync.Mutex
 	series map[string]*metricSeries
+	// byKey finds a series from go-metrics' key and labels as given (see
+	// seriesKey) in one map lookup that does not allocate. Rendering the
+	// Prometheus name and labels that series is keyed by cost microseconds
+	// and a dozen allocations per sample, and every RPC and Raft apply
+	// emits several samples: ~8% of the CPU of a volume register.
+	byKey map[string]*metricSeries
 }
 
 type metricKind int
@@ -96,17 +102,50 @@ func installMetrics() {
 }
 
 func (m *metricsRegistry) update(kind metricKind, key []string, labels []metrics.Label, f func(s *metricSeries)) {
-	name := promName(strings.Join(key, "_"))
-	ls := promLabels(labels)
-	id := name + ls
+	var stack [256]byte
+	ck := seriesKey(stack[:0], kind, key, labels)
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	s := m.byKey[string(ck)]
+	if s == nil {
+		s = m.seriesLocked(kind, key, labels)
+		if m.byKey == nil {
+			m.byKey = map[string]*metricSeries{}
+		}
+		m.byKey[string(ck)] = s
+	}
+	f(s)
+}
+
+// seriesLocked finds or makes the series of kind, key and labels by its
+// Prometheus name and labels. A sample (kindSummary) of a name with
+// histogramBuckets is a histogram.
+func (m *metricsRegistry) seriesLocked(kind metricKind, key []string, labels []metrics.Label) *metricSeries {
+	name := promName(strings.Join(key, "_"))
+	if _, hist := histogramBuckets[name]; hist && kind == kindSummary {
+		kind = kindHistogram
+	}
+	ls := promLabels(labels)
+	id := name + ls
 	s := m.series[id]
 	if s == nil || s.kind != kind {
 		s = &metricSeries{kind: kind, name: name, labels: ls, labelMap: labelMap(labels)}
 		m.series[id] = s
 	}
-	f(s)
+	return s
+}
+
+// seriesKey appends the kind, key and labels, as given, to buf: the key of
+// byKey. The separators are bytes a key or label never holds.
+func seriesKey(buf []byte, kind metricKind, key []string, labels []metrics.Label) []byte {
+	buf = append(buf, byte(kind))
+	for _, k := range key {
+		buf = append(append(buf, k...), 0)
+	}
+	for _, l := range labels {
+		buf = append(append(append(append(buf, 1), l.Name...), 2), l.Value...)
+	}
+	return buf
 }
 
 func (m *metricsRegistry) SetGauge(key []string, val float32) { m.SetGaugeWithLabels(key, val, nil) }
@@ -128,12 +167,8 @@ func (m *metricsRegistry) IncrCounterWithLabels(key []string, val float32, label
 }
 func (m *metricsRegistry) AddSample(key []string, val float32) { m.AddSampleWithLabels(key, val, nil) }
 func (m *metricsRegistry) AddSampleWithLabels(key []string, val float32, labels []metrics.Label) {
-	bounds, hist := histogramBuckets[promName(strings.Join(key, "_"))]
-	kind := kindSummary
-	if hist {
-		kind = kindHistogram
-	}
-	m.update(kind, key, labels, func(s *metricSeries) {
+	m.update(kindSummary, key, labels, func(s *metricSeries) {
+		bounds, hist := histogramBuckets[s.name]
 		s.sum += float64(val)
 		s.count++
 		if hist {
