@@ -47,7 +47,9 @@ type ControllerPublisher interface {
 	// It must be idempotent: publishing again to the same node returns
 	// the same context. An error means the volume is not (known to be)
 	// attached; a *structs.Error keeps its code, any other error reaches
-	// the client as retryable.
+	// the client as retryable. An error returned after ctx ended, or with
+	// errMayStillRun in its chain, leaves the call possibly running until
+	// claim.PublishUntil; any other is the call's end.
 	ControllerPublish(ctx context.Context, vol *structs.CSIVolume, claim *structs.CSIVolumeClaim) (map[string]string, error)
 	// ControllerUnpublish detaches vol from the node of claim. It must be
 	// idempotent: a volume not attached there is a success. An error
@@ -329,22 +331,50 @@ func (v *CSIVolumeEndpoint) controllerPublish(ctx context.Context, sc *schedulin
 			"claiming volume %q for alloc %s: node %s has no external node ID for plugin %q yet (its node plugin has not fingerprinted); retry",
 			vol.ID, claim.AllocID, claim.NodeID, vol.PluginID)
 	}
+	// An earlier Claim's call to the same node may have attached the
+	// volume (it succeeded and its Taken write was lost, or it timed out).
+	earlier := existing != nil && existing.ControllerPublished && existing.ExternalNodeID == claim.ExternalNodeID
+	// An earlier Claim's call that may still run keeps its deadline.
+	var prior int64
+	if existing != nil && existing.PublishUntil > sc.volumes.Now().UnixNano() {
+		prior = existing.PublishUntil
+	}
 	claim.ControllerPublished = true
+	// The call gets CSIControllerTimeout from now (the Raft write below
+	// included), bounded by the operation's context, and ends then on the
+	// client too, retries included (the request carries the deadline).
+	// PublishUntil is that instant on the watcher's clock (time.Now but
+	// in tests): the release waits it out (claims.Next), so a publish
+	// landing after this server gave up or lost leadership cannot follow
+	// an unpublish.
+	callCtx, cancelCall := context.WithTimeout(ctx, v.srv.config.CSIControllerTimeout)
+	defer cancelCall()
+	left := v.srv.config.CSIControllerTimeout
+	if until, ok := callCtx.Deadline(); ok {
+		left = time.Until(until)
+	}
+	claim.PublishUntil = sc.volumes.Now().Add(left).UnixNano()
 	reserved := claim.Copy()
 	reserved.Step = structs.CSIClaimReserved
-	if existing == nil || existing.ExternalNodeID != reserved.ExternalNodeID || !existing.ControllerPublished {
-		if _, err := v.srv.writeClaims(&structs.CSIVolumeClaimUpdate{Namespace: vol.Namespace, VolumeID: vol.ID, Claim: reserved}); err != nil {
-			return claimWriteError(vol.ID, claim.AllocID, err)
-		}
+	if _, err := v.srv.writeClaims(&structs.CSIVolumeClaimUpdate{Namespace: vol.Namespace, VolumeID: vol.ID, Claim: reserved}); err != nil {
+		return claimWriteError(vol.ID, claim.AllocID, err)
 	}
 	call := claim.Copy()
 	call.ReadOnly = readOnly
-	pctx, err := pub.ControllerPublish(ctx, vol.Copy(), call)
+	pctx, err := pub.ControllerPublish(callCtx, vol.Copy(), call)
 	if err == nil {
 		claim.PublishContext = maps.Clone(pctx)
+		claim.PublishUntil = prior // this call is over; an earlier one may not be
 		return nil
 	}
-	failed, code := claims.PublishFailed(reserved, fmt.Errorf("controller publish to node %s (external ID %q) through plugin %q failed: %w",
+	// A call the client answered is over; one whose answer the server did
+	// not wait for (or lost with the session) may still land until
+	// PublishUntil, which the release then waits out.
+	inFlight := callCtx.Err() != nil || errors.Is(err, errMayStillRun)
+	if !inFlight {
+		reserved.PublishUntil = prior
+	}
+	failed, code := claims.PublishFailed(reserved, earlier, fmt.Errorf("controller publish to node %s (external ID %q) through plugin %q failed: %w",
 		claim.NodeID, claim.ExternalNodeID, vol.PluginID, err), sc.volumes.Now(), sc.volumes.Backoff())
 	if _, werr := v.srv.writeClaims(&structs.CSIVolumeClaimUpdate{Namespace: vol.Namespace, VolumeID: vol.ID, Claim: failed}); werr != nil {
 		v.srv.logger.Warn("recording a failed controller publish", "volume_id", vol.ID, "alloc_id", claim.AllocID, "error", werr)

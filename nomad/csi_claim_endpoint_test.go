@@ -566,6 +566,118 @@ func TestCSIUnpublish_NewLeaderFinishesWhenTheLeaderDiesMidUnpublish(t *testing.
 	must.Eq(t, 2, unpublishes)
 }
 
+// lateLandingPublisher is a controller that attaches a volume to one node
+// at a time, as a single-node volume must be: the first ControllerPublish
+// to ext-0 loses its answer (its node session broke) but goes on in the
+// client, and lands when the test says (land), if its deadline allows.
+type lateLandingPublisher struct {
+	clock *testClock
+	// mu guards everything below.
+	mu         sync.Mutex
+	attached   map[string]bool // external node IDs
+	twice      []string        // attachments while another node was attached
+	lingering  *structs.CSIVolumeClaim
+	unpublishd []string
+}
+
+func (f *lateLandingPublisher) attachLocked(node string) {
+	for other := range f.attached {
+		if other != node {
+			f.twice = append(f.twice, fmt.Sprintf("%s while %s", node, other))
+		}
+	}
+	f.attached[node] = true
+}
+
+func (f *lateLandingPublisher) ControllerPublish(ctx context.Context, vol *structs.CSIVolume, claim *structs.CSIVolumeClaim) (map[string]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if claim.ExternalNodeID == "ext-0" && f.lingering == nil {
+		f.lingering = claim.Copy()
+		return nil, fmt.Errorf("calling CSIController.Publish on node 0: its session broke (EOF): %w", nomad.ErrMayStillRunForTest)
+	}
+	f.attachLocked(claim.ExternalNodeID)
+	return nil, nil
+}
+
+// land finishes the lingering publish, as the client would until the
+// deadline the request carried.
+func (f *lateLandingPublisher) land() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.clock.Now().Before(time.Unix(0, f.lingering.PublishUntil)) {
+		return false
+	}
+	f.attachLocked(f.lingering.ExternalNodeID)
+	return true
+}
+
+func (f *lateLandingPublisher) ControllerUnpublish(ctx context.Context, vol *structs.CSIVolume, claim *structs.CSIVolumeClaim) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.attached, claim.ExternalNodeID)
+	f.unpublishd = append(f.unpublishd, claim.ExternalNodeID)
+	return nil
+}
+
+// TestCSIClaim_APublishThatMayStillLandIsWaitedOut is seed 20144's check-1
+// violation, pinned down: a Claim's ControllerPublish lost its answer
+// (the node session broke, or the leader changed under it) while the
+// client went on retrying it; the alloc stopped; the servers
+// controller-unpublished the reservation and freed it, the next alloc
+// published the single-node volume to another node, and then the first
+// publish landed: attached to two nodes. The reservation now carries the
+// deadline of the call (PublishUntil, which the client enforces), and the
+// release waits it out before unpublishing.
+func TestCSIClaim_APublishThatMayStillLandIsWaitedOut(t *testing.T) {
+	clock := &testClock{now: time.Now()}
+	pub := &lateLandingPublisher{clock: clock, attached: map[string]bool{}}
+	s := cluster.NewServer(t, func(c *nomad.Config) {
+		csiConfig(nil)(c)
+		c.ControllerPublisher = pub
+		c.CSIClock = clock.Now
+	})
+	joinNode(t, s, csiNode(0, true))
+	a := claimedAlloc(t, s, "a")
+	_, err := csiClaim(s, claimRequest("db", a))
+	must.ErrorIs(t, err, structs.ErrRetryable)
+	c := storedClaim(t, s, "db", a.ID)
+	must.True(t, c.ControllerPublished)
+	must.Greater(t, clock.Now().UnixNano(), c.PublishUntil, must.Sprint("the call's deadline is on the reservation"))
+	// Past the failed publish's retry backoff; far from the call's deadline.
+	clock.Advance(time.Second)
+	must.Less(t, clock.Now().UnixNano(), c.NextRetry)
+
+	stopJob(t, s, "a", false)
+	waitStopped(t, s, a.ID)
+	c = mustStillHold(t, s, "db", a.ID, structs.CSIClaimReserved)
+	must.StrContains(t, c.LastError, "may still be running")
+	pub.mu.Lock()
+	must.SliceEmpty(t, pub.unpublishd, must.Sprint("no unpublish a late publish could undo"))
+	pub.mu.Unlock()
+
+	// The next alloc can only go to node 1, and waits for the volume.
+	joinNode(t, s, csiNode(1, true))
+	rpcWhileNoLeader(t, s, "Node.UpdateEligibility", &structs.NodeUpdateEligibilityRequest{
+		NodeID: a.NodeID, Eligibility: structs.NodeSchedulingIneligible}, &structs.NodeUpdateResponse{})
+	submitJob(t, s, withCSIVolume(schedJob("b", 1), "db"))
+	must.True(t, pub.land(), must.Sprint("the lingering publish lands before its deadline"))
+	must.SliceEmpty(t, live(t, s, "b"))
+
+	clock.Advance(time.Unix(0, c.PublishUntil).Sub(clock.Now()) + claims.ClockSkew + time.Second)
+	systemGC(t, s)
+	waitFreed(t, s, "db", a.ID)
+	b := waitLive(t, s, "b", 1)[0]
+	must.NotEq(t, a.NodeID, b.NodeID)
+	takeClaim(t, s, "db", b)
+
+	pub.mu.Lock()
+	defer pub.mu.Unlock()
+	must.Eq(t, []string{"ext-0"}, pub.unpublishd)
+	must.SliceEmpty(t, pub.twice, must.Sprint("a single-node volume attached to two nodes"))
+	must.Eq(t, map[string]bool{"ext-1": true}, pub.attached)
+}
+
 func TestCSIClaim_DownNodeKeepsItsClaimUntilTheDisconnectDeadline(t *testing.T) {
 	clock := &testClock{now: time.Now()}
 	s := csiServer(t, nil, func(c *nomad.Config) { c.CSIClock = clock.Now })

@@ -2,6 +2,7 @@ package nomad
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -50,6 +51,9 @@ func (c *csiControllers) ControllerPublish(ctx context.Context, vol *structs.CSI
 		MountOptions:               vol.MountOptions.Copy(),
 		ReadOnly:                   claim.ReadOnly,
 		VolumeContext:              maps.Clone(vol.Context),
+	}
+	if d, ok := ctx.Deadline(); ok {
+		args.Deadline = d.UnixNano() // PublishUntil, on this server's clock
 	}
 	var reply structs.ClientCSIControllerPublishResponse
 	if err := c.call(ctx, vol.PluginID, "CSIController.Publish", args, &reply); err != nil {
@@ -184,14 +188,17 @@ func (c *csiControllers) call(ctx context.Context, pluginID, method string, args
 		return err
 	}
 	var errs []string
+	inFlight := false
 	for _, nodeID := range nodes {
 		err := c.s.nodeRPC(ctx, nodeID, method, args, reply)
 		if err == nil {
 			return nil
 		}
 		if ctx.Err() != nil {
-			return err
+			// We stopped waiting; the client may not have.
+			return mayStillRun{err}
 		}
+		inFlight = inFlight || errors.Is(err, errMayStillRun)
 		// Retryable here means "this client could not take the call"
 		// (no session, session broke, plugin not running there): the
 		// next controller may. Anything else is the plugin's answer.
@@ -200,9 +207,25 @@ func (c *csiControllers) call(ctx context.Context, pluginID, method string, args
 		}
 		errs = append(errs, err.Error())
 	}
-	return structs.NewError(structs.CodeRetryable, "no controller of plugin %q could take %s: %s",
+	err = structs.NewError(structs.CodeRetryable, "no controller of plugin %q could take %s: %s",
 		pluginID, strings.TrimPrefix(method, "CSIController."), strings.Join(errs, "; "))
+	if inFlight {
+		return mayStillRun{err}
+	}
+	return err
 }
+
+// errMayStillRun is in the chain of a failed call to a client that the
+// client may still be running: the server stopped waiting for its answer
+// (its context ended) or the node session broke under it. Only an answer
+// from the client says its plugin call is over.
+var errMayStillRun = errors.New("the call may still be running on the node")
+
+// mayStillRun marks err with errMayStillRun, keeping its code.
+type mayStillRun struct{ err error }
+
+func (e mayStillRun) Error() string   { return e.err.Error() }
+func (e mayStillRun) Unwrap() []error { return []error{e.err, errMayStillRun} }
 
 // controllerNodes lists the nodes with a healthy controller instance of
 // pluginID on a node that is not down, those with a node session first.

@@ -31,3 +31,8 @@ func (s *Server) CommitClaimGroupsForTest(groups [][]*structs.CSIVolumeClaimUpda
 func (s *Server) WriteClaimsForTest(updates ...*structs.CSIVolumeClaimUpdate) (uint64, error) {
 	return s.writeClaims(updates...)
 }
+
+// ErrMayStillRunForTest is errMayStillRun: a fake ControllerPublisher
+// wraps it to model a call whose answer the server lost (the session
+// broke under it) while the client may still run it.
+var ErrMayStillRunForTest = errMayStillRun

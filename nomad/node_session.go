@@ -293,5 +293,6 @@ func (s *Server) nodeRPC(ctx context.Context, nodeID, method string, args, reply
 	// The connection broke: forget it; the client redials.
 	s.sessions.remove(sess)
 	sess.close()
-	return structs.NewError(structs.CodeRetryable, "calling %s on node %s: its session broke (%v); retry", method, nodeID, err)
+	// The request may have reached the client, which may still run it.
+	return mayStillRun{structs.NewError(structs.CodeRetryable, "calling %s on node %s: its session broke (%v); retry", method, nodeID, err)}
 }

@@ -3,6 +3,7 @@ package csiendpoint
 import (
 	"context"
 	"maps"
+	"time"
 
 	"github.com/berth-io/berth/nomad/structs"
 	"github.com/berth-io/berth/plugins/csi"
@@ -42,6 +43,20 @@ func (e *Controller) Publish(args *structs.ClientCSIControllerPublishRequest, re
 	}
 	ctx, cancel := e.callCtx()
 	defer cancel()
+	if args.Deadline > 0 {
+		// The servers wait this deadline out before they unpublish
+		// (claims.Next): a publish must not land after it, retries
+		// included, even when the server that asked gave up long ago.
+		deadline := time.Unix(0, args.Deadline)
+		if !time.Now().Before(deadline) {
+			return structs.WireError(structs.NewError(structs.CodeRetryable,
+				"ControllerPublish of volume %q to node %s: the servers' deadline %s passed before node %s got the request; retry",
+				args.VolumeID, args.ExternalNodeID, deadline.UTC().Format(time.RFC3339Nano), e.cfg.NodeID))
+		}
+		var cancelDeadline context.CancelFunc
+		ctx, cancelDeadline = context.WithDeadline(ctx, deadline)
+		defer cancelDeadline()
+	}
 	resp, err := cl.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{
 		ExternalID:       args.ExternalID,
 		NodeID:           args.ExternalNodeID,

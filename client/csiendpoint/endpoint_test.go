@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/hashicorp/go-hclog"
@@ -188,4 +189,35 @@ func TestNode_Detach(t *testing.T) {
 			must.Eq(t, c.unmounts, vm.unmounts)
 		})
 	}
+}
+
+// A publish ends at the servers' deadline, retries included, however long
+// the plugin hangs: the servers wait that deadline out before they
+// controller-unpublish, so nothing may land after it. A request that
+// arrives after its deadline never reaches the plugin.
+func TestController_PublishEndsAtTheServersDeadline(t *testing.T) {
+	p, cl := controllerPlugin(t)
+	e := NewController(t.Context(), Config{NodeID: "node-a", Plugins: &plugins{ctrl: cl}})
+	req := func(deadline time.Time) *structs.ClientCSIControllerPublishRequest {
+		return &structs.ClientCSIControllerPublishRequest{
+			ClientCSIControllerRequest: ctrlReq(), ExternalNodeID: "ext-node",
+			AccessMode: structs.CSIVolumeAccessModeSingleNodeWriter, AttachmentMode: structs.CSIVolumeAttachmentModeFilesystem,
+			Deadline: deadline.UnixNano(),
+		}
+	}
+
+	err := structs.DecodeWireError(e.Publish(req(time.Now().Add(-time.Second)), &structs.ClientCSIControllerPublishResponse{}))
+	must.True(t, errors.Is(err, structs.ErrRetryable), must.Sprintf("got %v", err))
+	must.StrContains(t, err.Error(), "deadline")
+	must.Eq(t, 0, p.Calls("ControllerPublishVolume"))
+
+	p.SetHang("ControllerPublishVolume", true)
+	deadline := time.Now().Add(200 * time.Millisecond)
+	start := time.Now()
+	err = structs.DecodeWireError(e.Publish(req(deadline), &structs.ClientCSIControllerPublishResponse{}))
+	must.Error(t, err)
+	must.False(t, time.Now().Before(deadline))
+	// Not CallTimeout (2 minutes): the bound is the deadline, not a speed.
+	must.Less(t, CallTimeout/2, time.Since(start))
+	must.Eq(t, 1, p.Calls("ControllerPublishVolume"))
 }

@@ -79,11 +79,13 @@ func ReleaseFailed(claim *structs.CSIVolumeClaim, err error, now time.Time, retr
 // attached the volume) and the client retries. A final one is the alloc's
 // end: the client fails it with the plugin's words, and the reservation no
 // longer counts as published — unless an earlier attempt may have
-// published it (it failed retryably: a timeout may have attached), so the
-// release still controller-unpublishes.
-func PublishFailed(reserved *structs.CSIVolumeClaim, err error, now time.Time, retry helper.Backoff) (*structs.CSIVolumeClaim, structs.ErrorCode) {
+// published it (it failed retryably: a timeout may have attached; or
+// earlier, the caller's word that an attempt whose outcome it no longer
+// knows was made, e.g. one that succeeded but whose Taken write was lost),
+// so the release still controller-unpublishes.
+func PublishFailed(reserved *structs.CSIVolumeClaim, earlier bool, err error, now time.Time, retry helper.Backoff) (*structs.CSIVolumeClaim, structs.ErrorCode) {
 	c := reserved.Copy()
-	earlier := c.Attempts > 0
+	earlier = earlier || c.Attempts > 0
 	c.Attempts++
 	c.LastError = err.Error()
 	switch o := Classify(err); o {

@@ -48,7 +48,7 @@ func TestFailureTable(t *testing.T) {
 		claim := stepClaim(step)
 		claim.Attempts = 0
 		if call == "controller-publish" {
-			got, code := PublishFailed(claim, cause, stepNow, retry)
+			got, code := PublishFailed(claim, false, cause, stepNow, retry)
 			must.Eq(t, structs.CSIClaimReserved, got.Step, must.Sprintf("line %d", line))
 			must.Eq(t, 1, got.Attempts)
 			must.StrContains(t, got.LastError, "rpc error from the plugin")
@@ -94,10 +94,25 @@ func TestFailureTable(t *testing.T) {
 func TestPublishFailed_EarlierAttemptKeepsPublished(t *testing.T) {
 	retry := helper.Backoff{Base: time.Second, Max: time.Minute}
 	c := stepClaim(structs.CSIClaimReserved)
-	c, _ = PublishFailed(c, errors.New("connection reset"), stepNow, retry)
+	c, _ = PublishFailed(c, false, errors.New("connection reset"), stepNow, retry)
 	must.Eq(t, Retry, Classify(errors.New("connection reset")))
-	got, code := PublishFailed(c, structs.NewError(structs.CodeInvalid, "bad"), stepNow, retry)
+	got, code := PublishFailed(c, false, structs.NewError(structs.CodeInvalid, "bad"), stepNow, retry)
 	must.Eq(t, structs.CodeInvalid, code)
 	must.True(t, got.ControllerPublished)
 	must.Eq(t, 2, got.Attempts)
+}
+
+// A publish that succeeded but whose Taken write was lost (leadership
+// moved) left the volume attached with no failed attempt on the claim: a
+// final answer to the Claim's retry must not clear ControllerPublished
+// either, or the release would free the claim still attached.
+func TestPublishFailed_EarlierCallKeepsPublished(t *testing.T) {
+	retry := helper.Backoff{Base: time.Second, Max: time.Minute}
+	c := stepClaim(structs.CSIClaimReserved)
+	c.ControllerPublished = true
+	got, code := PublishFailed(c, true, structs.NewError(structs.CodeInvalid, "bad"), stepNow, retry)
+	must.Eq(t, structs.CodeInvalid, code)
+	must.True(t, got.ControllerPublished)
+	got, _ = PublishFailed(c, false, structs.NewError(structs.CodeInvalid, "bad"), stepNow, retry)
+	must.False(t, got.ControllerPublished, must.Sprint("the first call refused finally attached nothing"))
 }

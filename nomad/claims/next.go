@@ -37,6 +37,10 @@ const (
 	NodeDetach
 )
 
+// ClockSkew is how far a client's clock may be behind the servers' when
+// it ends a plugin call at a deadline the servers set (PublishUntil).
+const ClockSkew = time.Second
+
 // NodeDetachGrace is how long after a stopped alloc last changed the
 // servers wait for its client's own unpublish before they ask for it.
 const NodeDetachGrace = 2 * time.Minute
@@ -245,7 +249,22 @@ func published(claim *structs.CSIVolumeClaim, needsController bool) bool {
 
 // controllerStep is ControllerUnpublish, or RetryAfter while the last
 // failure's backoff runs.
+//
+// A ControllerPublish for the claim that may still be running (its
+// PublishUntil, plus ClockSkew, is ahead) is waited out first: the client
+// making it may go on after the server that asked gave up or lost
+// leadership, and a publish landing after the unpublish would leave the
+// volume attached to a node the servers freed — and a single-node volume
+// attached to two nodes once another claim publishes it (seed 20144).
 func controllerStep(claim *structs.CSIVolumeClaim, now time.Time, releaseReason string) Action {
+	if claim.PublishUntil > 0 {
+		if until := time.Unix(0, claim.PublishUntil).Add(ClockSkew); now.Before(until) {
+			return Action{Kind: Wait, At: until, Record: true, Reason: fmt.Sprintf(
+				"a controller publish to node %s for alloc %s may still be running until %s; "+
+					"the volume is detached from the node through the controller after that",
+				claim.NodeID, claim.AllocID, until.UTC().Format(time.RFC3339))}
+		}
+	}
 	if claim.NextRetry > now.UnixNano() {
 		return Action{Kind: RetryAfter, At: time.Unix(0, claim.NextRetry), ReleaseReason: releaseReason, Reason: fmt.Sprintf(
 			"controller unpublish of alloc %s's claim from node %s failed %d times (last: %s); retrying at %s",

@@ -210,6 +210,33 @@ func TestNextStep(t *testing.T) {
 			want: Action{Kind: RetryAfter, At: stepNow.Add(time.Minute), ReleaseReason: ReasonFenced},
 		},
 		{
+			name: "a reservation whose controller publish may still run waits it out before unpublishing (seed 20144)",
+			claim: func(c *structs.CSIVolumeClaim) {
+				c.Step, c.ControllerPublished = structs.CSIClaimReserved, true
+				c.PublishUntil = stepNow.Add(30 * time.Second).UnixNano()
+			},
+			alloc: "stopped", node: stepNodeNamed("ready"), needs: true,
+			want: Action{Kind: Wait, Record: true, At: stepNow.Add(30*time.Second + ClockSkew)},
+		},
+		{
+			name: "and unpublishes once it is over, clock skew included",
+			claim: func(c *structs.CSIVolumeClaim) {
+				c.Step, c.ControllerPublished = structs.CSIClaimReserved, true
+				c.PublishUntil = stepNow.Add(-ClockSkew).UnixNano()
+			},
+			alloc: "stopped", node: stepNodeNamed("ready"), needs: true,
+			want: Action{Kind: ControllerUnpublish},
+		},
+		{
+			name: "a lost alloc's reservation on a down node waits out a publish that may still run too",
+			claim: func(c *structs.CSIVolumeClaim) {
+				c.Step, c.ControllerPublished = structs.CSIClaimReserved, true
+				c.PublishUntil = stepNow.Add(time.Second).UnixNano()
+			},
+			alloc: "lost", node: stepNodeNamed("down"), needs: true,
+			want: Action{Kind: Wait, Record: true, At: stepNow.Add(time.Second + ClockSkew)},
+		},
+		{
 			name:  "a reservation that never recorded an external node ID was never published",
 			claim: func(c *structs.CSIVolumeClaim) { c.Step, c.ExternalNodeID = structs.CSIClaimReserved, "" },
 			alloc: "stopped", node: stepNodeNamed("ready"), needs: true,

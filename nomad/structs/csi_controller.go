@@ -34,6 +34,11 @@ type ClientCSIControllerPublishRequest struct {
 	MountOptions   *CSIMountOptions
 	ReadOnly       bool
 	VolumeContext  map[string]string
+	// Deadline (unix ns, the servers' clock) is when the plugin call must
+	// have ended, retries included: the claim's PublishUntil, which the
+	// release waits out before controller-unpublishing. Zero: no bound
+	// but the client's own.
+	Deadline int64
 }
 
 // ClientCSIControllerPublishResponse carries the publish context for the

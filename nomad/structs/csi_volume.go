@@ -401,6 +401,13 @@ type CSIVolumeClaim struct {
 	// the release then runs ControllerUnpublish while the plugin's
 	// controller still advertises it.
 	ControllerPublished bool
+	// PublishUntil (unix ns) is set with ControllerPublished before each
+	// ControllerPublish: the plugin call may run until then (the client
+	// making it stops there, however long ago the server that asked gave
+	// up or lost leadership). The release does not controller-unpublish
+	// before it, or a publish landing late would re-attach the volume to
+	// a node the servers consider detached. Zero once the claim is Taken.
+	PublishUntil int64
 
 	// History is the claim's timeline: one entry per change of its step,
 	// error or attempts, oldest first, at most MaxClaimHistory (the

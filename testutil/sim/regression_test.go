@@ -118,3 +118,43 @@ func TestRegression_FencingBlockedByAFinalControllerError(t *testing.T) {
 		t.Errorf("violations:\n%v", vs)
 	}
 }
+
+// TestRegression_HungControllerPublishWithThreeServers is seed 20144
+// (it did not replay): a single-node-reader volume was controller-
+// published to two nodes after ControllerPublish hung with three servers.
+// A Claim's server stopped waiting for a hung publish (its own timeout,
+// 2 s here, or a leader change or broken session), while the client went
+// on retrying it for up to two minutes; the alloc stopped, the servers
+// controller-unpublished its reservation and freed it, the next alloc's
+// claim published the volume to another node, and when the hang healed
+// the first publish landed. A publish now carries its deadline, which the
+// client enforces and the release waits out (PublishUntil);
+// nomad's TestCSIClaim_APublishThatMayStillLandIsWaitedOut reproduces it
+// every time.
+func TestRegression_HungControllerPublishWithThreeServers(t *testing.T) {
+	s := &Schedule{Seed: 20144, Nodes: 2, Servers: 3,
+		Profile: Profile{Controller: true, PublishUnpublish: true, PublishReadOnly: true, StageUnstage: true},
+		Volumes: []Volume{
+			{ID: "v0", Mode: structs.CSIVolumeAccessModeMultiNodeSingleWriter},
+			{ID: "v1", Mode: structs.CSIVolumeAccessModeSingleNodeReader},
+		},
+		Ops: []Op{
+			{Kind: OpRunJob, Job: 0, Vol: 1, ReadOnly: true, Batch: true},
+			{Kind: OpRunJob, Job: 1, Vol: 0, Batch: true},
+			{Kind: OpDetach, Vol: 0, Node: 0},
+			{Kind: OpEligible, Node: 1},
+			{Kind: OpExitTasks},
+			{Kind: OpRunJob, Job: 2, Vol: 1, ReadOnly: true},
+			{Kind: OpPurgeJob, Job: 2},
+			{Kind: FaultHealCSI},
+			{Kind: OpRunJob, Job: 3, Vol: 1, ReadOnly: true},
+			{Kind: OpWait, Wait: 757 * time.Millisecond},
+			{Kind: OpRunJob, Job: 4, Vol: 1, ReadOnly: true},
+			{Kind: OpStopJob, Job: 4},
+			{Kind: FaultCtrl, Method: "ControllerPublishVolume", Hang: true},
+			{Kind: OpRunJob, Job: 5, Vol: 0, ReadOnly: true},
+		}}
+	if vs := Run(t, s); len(vs) > 0 {
+		t.Errorf("violations:\n%v", vs)
+	}
+}
