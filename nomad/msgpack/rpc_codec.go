@@ -2,6 +2,7 @@ package msgpack
 
 import (
 	"bufio"
+	"bytes"
 	"io"
 	"net/rpc"
 	"sync"
@@ -17,7 +18,11 @@ import (
 // -race reports on every server shutdown; this one does not.)
 type RPCCodec struct {
 	conn io.ReadWriteCloser
-	dec  *codec.Decoder
+	// br and dec are used by one reader at a time: net/rpc reads a
+	// connection from one goroutine. Each message is framed off br first
+	// (readFrame), then decoded from its bytes.
+	br  *bufio.Reader
+	dec *codec.Decoder
 
 	// writeLock guards enc and bw: net/rpc writes from several goroutines.
 	writeLock sync.Mutex
@@ -32,7 +37,8 @@ func NewRPCCodec(conn io.ReadWriteCloser) *RPCCodec {
 	bw := bufio.NewWriter(conn)
 	return &RPCCodec{
 		conn: conn,
-		dec:  codec.NewDecoder(bufio.NewReader(conn), Handle()),
+		br:   bufio.NewReader(conn),
+		dec:  codec.NewDecoderBytes(nil, Handle()),
 		bw:   bw,
 		enc:  codec.NewEncoder(bw, Handle()),
 	}
@@ -57,6 +63,12 @@ func (c *RPCCodec) read(v any) error {
 	if c.closed.Load() {
 		return io.EOF
 	}
+	// A fresh buffer per message: decoded values may share its bytes.
+	var frame bytes.Buffer
+	if err := readFrame(c.br, &frame); err != nil {
+		return err
+	}
+	c.dec.ResetBytes(frame.Bytes())
 	return c.dec.Decode(v)
 }
 
