@@ -194,11 +194,17 @@ func (s *Server) serveRPC(conn net.Conn) {
 }
 
 // trackConn remembers open RPC connections so Shutdown can close them and
-// not wait on idle clients.
+// not wait on idle clients. One that opens after Shutdown closed them (its
+// handshake was in flight) is closed at once: Shutdown waits for its
+// goroutine, which would otherwise read from it forever.
 func (s *Server) trackConn(c net.Conn, open bool) {
 	s.connsLock.Lock()
 	defer s.connsLock.Unlock()
 	if open {
+		if s.connsClosed {
+			c.Close()
+			return
+		}
 		s.conns[c] = struct{}{}
 	} else {
 		delete(s.conns, c)
@@ -208,6 +214,7 @@ func (s *Server) trackConn(c net.Conn, open bool) {
 func (s *Server) closeConns() {
 	s.connsLock.Lock()
 	defer s.connsLock.Unlock()
+	s.connsClosed = true
 	for c := range s.conns {
 		c.Close()
 	}

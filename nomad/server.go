@@ -66,9 +66,13 @@ type Server struct {
 	// connLimit caps open connections per source IP.
 	connLimit *connlimit.Limiter
 
-	// connsLock guards conns, the open inbound RPC connections.
-	connsLock sync.Mutex
-	conns     map[net.Conn]struct{}
+	// connsLock guards conns, the open inbound RPC connections, and
+	// connsClosed: once Shutdown has closed them, a connection that
+	// finishes its handshake later is closed at once, or Shutdown would
+	// wait for it forever.
+	connsLock   sync.Mutex
+	conns       map[net.Conn]struct{}
+	connsClosed bool
 
 	// sessions are the clients' node sessions, held while leader.
 	sessions nodeSessions
