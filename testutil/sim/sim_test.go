@@ -102,6 +102,11 @@ func runBounded(t *testing.T, scheds []*Schedule, p1, p3 int, run func(testing.T
 						if os.Getenv("SIM_VERBOSE") != "" {
 							t.Logf("%s%+v", s, st)
 						}
+						// At once, not only in the report at the end: a
+						// run that dies or hangs keeps what it found.
+						for _, v := range vs {
+							t.Logf("seed=%d servers=%d violation: %s", s.Seed, s.Servers, v)
+						}
 						mu.Lock()
 						defer mu.Unlock()
 						results[i] = vs
