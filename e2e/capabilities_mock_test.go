@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/shoenig/test/must"
 
@@ -146,7 +145,7 @@ func TestE2E_UnimplementedReleaseNeedsOperator(t *testing.T) {
 	c.Berth(t, "job", "stop", w.JobID)
 
 	var claim *api.CSIVolumeClaim
-	waitFor(t, 15*time.Second, "the claim to need an operator", func() (bool, error) {
+	waitFor(t, claimTimeout, "the claim to need an operator", func() (bool, error) {
 		v, _, err := c.API(t).CSIVolumes().Info("mockvol", nil)
 		if err != nil {
 			return false, err
@@ -167,7 +166,7 @@ func TestE2E_UnimplementedReleaseNeedsOperator(t *testing.T) {
 
 	out := c.Berth(t, "volume", "detach", "-force", "mockvol", a.NodeID)
 	t.Logf("volume detach -force: %s", out)
-	waitFor(t, 15*time.Second, "the detached claim to be freed", func() (bool, error) {
+	waitFor(t, claimTimeout, "the detached claim to be freed", func() (bool, error) {
 		v, _, err := c.API(t).CSIVolumes().Info("mockvol", nil)
 		if err != nil {
 			return false, err

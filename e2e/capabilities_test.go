@@ -148,7 +148,7 @@ func TestE2E_NodePluginOutageShowsOnTheClaim(t *testing.T) {
 	c.Berth(t, "job", "stop", w.JobID)
 
 	var claim *api.CSIVolumeClaim
-	waitFor(t, 15*time.Second, "the claim to show the client's error", func() (bool, error) {
+	waitFor(t, claimTimeout, "the claim to show the client's error", func() (bool, error) {
 		v := c.Volume(t, "data")
 		if claim = findClaim(v.Claims, a.ID); claim == nil {
 			return false, fmt.Errorf("no live claim of alloc %s", a.ID)

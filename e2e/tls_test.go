@@ -230,7 +230,7 @@ func TestTLS_MutualTLSCluster(t *testing.T) {
 	_, err = conn.Read(make([]byte, 1))
 	must.ErrorIs(t, err, io.EOF)
 	conn.Close()
-	waitFor(t, 10*time.Second, "the leader to log the refused raft stream", func() (bool, error) {
+	waitFor(t, leaderTimeout, "the leader to log the refused raft stream", func() (bool, error) {
 		return strings.Contains(leader.LogSinceStart(), "refusing raft connection"), nil
 	})
 
@@ -267,7 +267,7 @@ func TestTLS_MutualTLSCluster(t *testing.T) {
 	}
 	must.True(t, leader.signal(syscall.SIGHUP))
 	var newCert *x509.Certificate
-	waitFor(t, 10*time.Second, "the leader to serve its new certificate", func() (bool, error) {
+	waitFor(t, leaderTimeout, "the leader to serve its new certificate", func() (bool, error) {
 		conn, c := rpcDial(t, leader.RPCAddr, p.tlsConfig(t, "global-cli-berth"), 0x01)
 		conn.Close()
 		newCert = c

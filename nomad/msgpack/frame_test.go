@@ -28,7 +28,7 @@ func TestReadFrame_CutsOneValue(t *testing.T) {
 			"f32": float32(1.5), "f64": 2.25, "nil": nil, "t": true, "f": false,
 			"s8": strings.Repeat("a", 40), "s16": strings.Repeat("b", 300), "s32": strings.Repeat("c", 70000),
 			"bin": []byte("raw"), "bin16": bytes.Repeat([]byte{1}, 300),
-			"when": time.Unix(1700000000, 5).UTC(),
+			"when":  time.Unix(1700000000, 5).UTC(),
 			"arr16": make([]int, 20), "arr32": make([]int8, 70000),
 			"nested": map[string]any{"a": []any{map[string]any{"b": []any{}}}},
 		},
