@@ -480,6 +480,8 @@ type CSIVolumeRegisterRequest struct {
 type CSIVolumeRegisterResponse struct {
 	Volumes  []*CSIVolume
 	Warnings string
+	// Outcomes: see CSIVolumeCreateResponse (a create only).
+	Outcomes []string `json:",omitempty"`
 }
 
 // CSIVolumeCreateRequest is the body of PUT /v1/volume/csi/:id/create.
@@ -492,7 +494,20 @@ type CSIVolumeCreateRequest struct {
 type CSIVolumeCreateResponse struct {
 	Volumes  []*CSIVolume
 	Warnings string `json:",omitempty"`
+	// Outcomes says what the create did to each of Volumes, in order:
+	// CSIVolumeCreated, or for a volume that already existed and was
+	// changed, CSIVolumeExpanded, CSIVolumeModified or
+	// CSIVolumeExpandedModified (Berth only).
+	Outcomes []string `json:",omitempty"`
 }
+
+// What a volume create did to a volume (CSIVolumeCreateResponse.Outcomes).
+const (
+	CSIVolumeCreated          = "created"
+	CSIVolumeExpanded         = "expanded"
+	CSIVolumeModified         = "modified"
+	CSIVolumeExpandedModified = "expanded and modified"
+)
 
 // CSIVolumeDeleteRequest names a volume to delete and the secrets the
 // plugin needs to delete it.

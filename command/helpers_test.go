@@ -493,12 +493,26 @@ func (f *fakeAPI) volumeCreate(w http.ResponseWriter, r *http.Request) {
 	body := f.noteWrite(r)
 	var req api.CSIVolumeCreateRequest
 	json.Unmarshal(body, &req)
+	var outcomes []string
+	f.mu.Lock()
 	for _, v := range req.Volumes {
+		// A volume that exists is expanded (a larger capacity_min) or
+		// modified, as the servers do.
+		outcome := api.CSIVolumeCreated
+		if old := f.volumes[v.ID]; old != nil && old.ExternalID != "" {
+			outcome = api.CSIVolumeModified
+			if v.RequestedCapacityMin > old.Capacity {
+				outcome = api.CSIVolumeExpanded
+			}
+		}
+		outcomes = append(outcomes, outcome)
 		v.ExternalID = "ext-" + v.ID
 		v.Capacity = v.RequestedCapacityMin
 		v.Topologies = []*api.CSITopology{{Segments: map[string]string{"rack": "R1"}}}
+		f.volumes[v.ID] = v
 	}
-	f.reply(w, &api.CSIVolumeCreateResponse{Volumes: req.Volumes})
+	f.mu.Unlock()
+	f.reply(w, &api.CSIVolumeCreateResponse{Volumes: req.Volumes, Outcomes: outcomes})
 }
 
 func (f *fakeAPI) volumeDeregister(w http.ResponseWriter, r *http.Request) {

@@ -62,7 +62,7 @@ func (c *VolumeCreateCommand) Run(args []string) int {
 		if i > 0 {
 			c.ui.Output("")
 		}
-		c.ui.Output("Created volume %q (external ID %q)", v.ID, v.ExternalID)
+		c.ui.Output("%s", createdLine(v, outcomeOf(resp.Outcomes, i)))
 		c.ui.Output("%s", kv([][2]string{
 			{"ID", v.ID},
 			{"Name", v.Name},
@@ -74,6 +74,29 @@ func (c *VolumeCreateCommand) Run(args []string) int {
 		}))
 	}
 	return 0
+}
+
+// outcomeOf is the outcome of volume i; an agent that does not say (an
+// older one) created it.
+func outcomeOf(outcomes []string, i int) string {
+	if i < len(outcomes) && outcomes[i] != "" {
+		return outcomes[i]
+	}
+	return api.CSIVolumeCreated
+}
+
+// createdLine says what the create did to v: a volume that already
+// existed was not created, only expanded or modified.
+func createdLine(v *api.CSIVolume, outcome string) string {
+	switch outcome {
+	case api.CSIVolumeExpanded:
+		return fmt.Sprintf("Expanded volume %q to %s", v.ID, humanBytes(v.Capacity))
+	case api.CSIVolumeModified:
+		return fmt.Sprintf("Modified volume %q", v.ID)
+	case api.CSIVolumeExpandedModified:
+		return fmt.Sprintf("Expanded volume %q to %s and modified it", v.ID, humanBytes(v.Capacity))
+	}
+	return fmt.Sprintf("Created volume %q (external ID %q)", v.ID, v.ExternalID)
 }
 
 // topologiesInline renders topologies on one line: "zone=a; zone=b".

@@ -28,7 +28,10 @@ func TestCSIVolumeCreate_ExpandsALargerCapacity(t *testing.T) {
 		return &reply, err
 	}
 	testutil.WaitForResult(t, func() (bool, error) {
-		_, err := create(1<<30, 0)
+		reply, err := create(1<<30, 0)
+		if err == nil {
+			must.Eq(t, []string{structs.CSIVolumeCreated}, reply.Outcomes)
+		}
 		return err == nil, err
 	})
 	must.Eq(t, int64(1<<30), getVolume(t, s, "", "db").Capacity)
@@ -46,6 +49,7 @@ func TestCSIVolumeCreate_ExpandsALargerCapacity(t *testing.T) {
 	ctrl.mu.Unlock()
 	reply, err := create(2<<30, 0)
 	must.NoError(t, err)
+	must.Eq(t, []string{structs.CSIVolumeExpanded}, reply.Outcomes, must.Sprint("the reply says the volume was expanded, not created"))
 	expands := ctrl.expands()
 	must.SliceLen(t, 1, expands)
 	must.Eq(t, int64(2<<30), expands[0].CapacityMin)

@@ -19,10 +19,12 @@ func TestCSIVolumeCreate_ModifiesMutableParameters(t *testing.T) {
 	joinNode(t, s, node)
 	ctrl := &fakeController{externalID: "pv-1"}
 	openSession(t, s, node, node.SecretID, ctrl)
+	var last structs.CSIVolumeCreateResponse
 	create := func(mutable map[string]string) error {
 		vol := testVolume("db", hostpath)
 		vol.MutableParameters = mutable
-		return s.RPC("CSIVolume.Create", &structs.CSIVolumeCreateRequest{Volumes: []*structs.CSIVolume{vol}}, &structs.CSIVolumeCreateResponse{})
+		last = structs.CSIVolumeCreateResponse{}
+		return s.RPC("CSIVolume.Create", &structs.CSIVolumeCreateRequest{Volumes: []*structs.CSIVolume{vol}}, &last)
 	}
 
 	// A new volume with mutable_parameters needs MODIFY_VOLUME.
@@ -60,6 +62,7 @@ func TestCSIVolumeCreate_ModifiesMutableParameters(t *testing.T) {
 
 	// Only the changed parameter is sent; the one left out keeps its value.
 	must.NoError(t, create(map[string]string{"note": "b"}))
+	must.Eq(t, []string{structs.CSIVolumeModified}, last.Outcomes, must.Sprint("the reply says the volume was modified, not created"))
 	mods = ctrl.modifies()
 	must.SliceLen(t, 2, mods)
 	must.Eq(t, map[string]string{"note": "b"}, mods[1].MutableParameters)

@@ -51,7 +51,7 @@ func (v *CSIVolumeEndpoint) Create(args *structs.CSIVolumeCreateRequest, reply *
 		if vol.Namespace == "" {
 			vol.Namespace = ns
 		}
-		created, index, err := v.createOne(sc, vol)
+		created, index, outcome, err := v.createOne(sc, vol)
 		if err != nil {
 			if len(reply.Volumes) > 0 {
 				// The earlier ones stay created: say which.
@@ -64,42 +64,45 @@ func (v *CSIVolumeEndpoint) Create(args *structs.CSIVolumeCreateRequest, reply *
 			return err
 		}
 		reply.Volumes = append(reply.Volumes, created.Sanitize())
+		reply.Outcomes = append(reply.Outcomes, outcome)
 		reply.Index = index
 	}
 	return nil
 }
 
-func (v *CSIVolumeEndpoint) createOne(sc *scheduling, vol *structs.CSIVolume) (*structs.CSIVolume, uint64, error) {
+// createOne creates vol, or changes it if it exists; outcome says which
+// (structs.CSIVolumeCreated, ...).
+func (v *CSIVolumeEndpoint) createOne(sc *scheduling, vol *structs.CSIVolume) (_ *structs.CSIVolume, _ uint64, outcome string, _ error) {
 	ctx, cancel := v.srv.csiContext()
 	defer cancel()
 	unlock, err := sc.volumes.Lock(ctx, vol.Namespace, vol.ID)
 	if err != nil {
-		return nil, 0, fmt.Errorf("creating volume %q: waiting for the volume: %w", vol.ID, err)
+		return nil, 0, "", fmt.Errorf("creating volume %q: waiting for the volume: %w", vol.ID, err)
 	}
 	defer unlock()
 
 	snap, err := v.srv.State().Snapshot()
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, "", err
 	}
 	existing, err := snap.CSIVolumeByID(nil, vol.Namespace, vol.ID)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, "", err
 	}
 	if existing != nil {
-		stored, index, changed, err := v.changeLocked(ctx, existing, vol, "create")
-		if err != nil || changed {
-			return stored, index, err
+		stored, index, outcome, err := v.changeLocked(ctx, existing, vol, "create")
+		if err != nil || outcome != "" {
+			return stored, index, outcome, err
 		}
 	}
 	if existing != nil && existing.State != structs.CSIVolumeStateCreating {
-		return nil, 0, structs.NewError(structs.CodeConflict,
+		return nil, 0, "", structs.NewError(structs.CodeConflict,
 			"volume %q already exists (%s); choose another ID, or 'berth volume deregister %s' first if Berth should forget it "+
 				"(that keeps the data in the storage provider)", vol.ID, stateOf(existing), vol.ID)
 	}
 	if existing == nil {
 		if errs := prepareVolumeRegister(snap, vol, time.Now().UnixNano()); len(errs) > 0 {
-			return nil, 0, joinCoded(errs)
+			return nil, 0, "", joinCoded(errs)
 		}
 	} else {
 		// A retry of an unfinished create finishes the recorded one: the
@@ -107,11 +110,11 @@ func (v *CSIVolumeEndpoint) createOne(sc *scheduling, vol *structs.CSIVolume) (*
 		vol = existing.Copy()
 	}
 	if err := v.srv.canCreateDelete(vol, "creating"); err != nil {
-		return nil, 0, err
+		return nil, 0, "", err
 	}
 	if len(vol.MutableParameters) > 0 {
 		if err := v.srv.canModify(vol, vol.MutableParameters); err != nil {
-			return nil, 0, err
+			return nil, 0, "", err
 		}
 	}
 	if vol.Name == "" {
@@ -123,14 +126,14 @@ func (v *CSIVolumeEndpoint) createOne(sc *scheduling, vol *structs.CSIVolume) (*
 		if _, _, err := v.srv.raftApply(structs.CSIVolumeRegisterRequestType, &structs.CSIVolumeRegisterRequest{
 			Volumes: []*structs.CSIVolume{vol}, Timestamp: time.Now().UnixNano(),
 		}); err != nil {
-			return nil, 0, fmt.Errorf("creating volume %q: recording it as creating: %w", vol.ID, err)
+			return nil, 0, "", fmt.Errorf("creating volume %q: recording it as creating: %w", vol.ID, err)
 		}
 	}
 
 	out, err := v.srv.csiControllers.create(ctx, vol)
 	if err != nil {
 		if structs.CodeOf(err) == structs.CodeRetryable || ctx.Err() != nil {
-			return nil, 0, structs.NewError(structs.CodeRetryable,
+			return nil, 0, "", structs.NewError(structs.CodeRetryable,
 				"creating volume %q with plugin %q did not finish: %v; the volume is recorded as creating: run 'berth volume create' with the same spec again to finish it",
 				vol.ID, vol.PluginID, err)
 		}
@@ -140,7 +143,7 @@ func (v *CSIVolumeEndpoint) createOne(sc *scheduling, vol *structs.CSIVolume) (*
 		}); derr != nil {
 			v.srv.logger.Warn("removing a volume whose create failed", "volume_id", vol.ID, "error", derr)
 		}
-		return nil, 0, structs.NewError(structs.CodeOf(err), "creating volume %q with plugin %q: %v", vol.ID, vol.PluginID, err)
+		return nil, 0, "", structs.NewError(structs.CodeOf(err), "creating volume %q with plugin %q: %v", vol.ID, vol.PluginID, err)
 	}
 
 	vol.ExternalID = out.ExternalID
@@ -159,14 +162,14 @@ func (v *CSIVolumeEndpoint) createOne(sc *scheduling, vol *structs.CSIVolume) (*
 		Volumes: []*structs.CSIVolume{vol}, Timestamp: time.Now().UnixNano(),
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("volume %q was created by plugin %q as %q but recording it failed (%w); run 'berth volume create' again to finish",
+		return nil, 0, "", fmt.Errorf("volume %q was created by plugin %q as %q but recording it failed (%w); run 'berth volume create' again to finish",
 			vol.ID, vol.PluginID, out.ExternalID, err)
 	}
 	stored, err := v.srv.State().CSIVolumeByID(nil, vol.Namespace, vol.ID)
 	if err != nil || stored == nil {
-		return nil, 0, fmt.Errorf("reading back volume %q: %v", vol.ID, err)
+		return nil, 0, "", fmt.Errorf("reading back volume %q: %v", vol.ID, err)
 	}
-	return stored, index, nil
+	return stored, index, structs.CSIVolumeCreated, nil
 }
 
 // Delete deletes a volume in the storage provider and deregisters it. A
@@ -317,33 +320,43 @@ func shortID(id string) string {
 // changeLocked applies to the ready volume existing, under its lock, what
 // update asks that may change on a live volume: a larger capacity
 // (sizeChange, expandLocked), then changed mutable parameters
-// (mutableChange, modifyLocked). changed is false when update asks for
-// neither. Create and register both come here (verb says which).
-func (v *CSIVolumeEndpoint) changeLocked(ctx context.Context, existing, update *structs.CSIVolume, verb string) (stored *structs.CSIVolume, index uint64, changed bool, err error) {
+// (mutableChange, modifyLocked). outcome says which it did
+// (structs.CSIVolumeExpanded, ...Modified, ...ExpandedModified), "" when
+// update asks for neither. Create and register both come here (verb says
+// which).
+func (v *CSIVolumeEndpoint) changeLocked(ctx context.Context, existing, update *structs.CSIVolume, verb string) (stored *structs.CSIVolume, index uint64, outcome string, err error) {
 	grow, err := sizeChange(existing, update)
 	if err != nil {
-		return nil, 0, false, err
+		return nil, 0, "", err
 	}
 	changes := mutableChange(existing, update)
 	if len(changes) > 0 {
 		// Refuse before growing: the request is either done whole or not
 		// started.
 		if err := v.srv.canModify(existing, changes); err != nil {
-			return nil, 0, false, err
+			return nil, 0, "", err
 		}
+	}
+	switch {
+	case grow && len(changes) > 0:
+		outcome = structs.CSIVolumeExpandedModified
+	case grow:
+		outcome = structs.CSIVolumeExpanded
+	case len(changes) > 0:
+		outcome = structs.CSIVolumeModified
 	}
 	stored = existing
 	if grow {
 		if stored, index, err = v.expandLocked(ctx, existing, update.RequestedCapacityMin, update.RequestedCapacityMax, verb); err != nil {
-			return nil, 0, true, err
+			return nil, 0, outcome, err
 		}
 	}
 	if len(changes) > 0 {
 		if stored, index, err = v.modifyLocked(ctx, stored, changes, verb); err != nil {
-			return nil, 0, true, err
+			return nil, 0, outcome, err
 		}
 	}
-	return stored, index, grow || len(changes) > 0, nil
+	return stored, index, outcome, nil
 }
 
 // mutableChange is the mutable parameters of update whose value differs

@@ -242,7 +242,7 @@ func (s *HTTPServer) csiVolumesWrite(w http.ResponseWriter, r *http.Request, id,
 		return nil, err
 	}
 	setIndex(w, reply.Index)
-	out := api.CSIVolumeRegisterResponse{Volumes: make([]*api.CSIVolume, 0, len(reply.Volumes)), Warnings: reply.Warnings}
+	out := api.CSIVolumeRegisterResponse{Volumes: make([]*api.CSIVolume, 0, len(reply.Volumes)), Warnings: reply.Warnings, Outcomes: reply.Outcomes}
 	q := structs.QueryOptions{Namespace: wr.Namespace, AuthToken: wr.AuthToken}
 	// One read of the plugins for the whole answer: a batch of 1,000
 	// volumes made one plugin read per volume, most of its time.

@@ -509,8 +509,20 @@ type CSIVolumeRegisterRequest struct {
 type CSIVolumeRegisterResponse struct {
 	Volumes  []*CSIVolume
 	Warnings string
+	// Outcomes says, for a create, what happened to each of Volumes (in
+	// order): CSIVolumeCreated, or for a volume that already existed
+	// CSIVolumeExpanded, CSIVolumeModified or CSIVolumeExpandedModified.
+	Outcomes []string
 	WriteMeta
 }
+
+// What a volume create did to each volume (CSIVolumeRegisterResponse).
+const (
+	CSIVolumeCreated          = "created"
+	CSIVolumeExpanded         = "expanded"
+	CSIVolumeModified         = "modified"
+	CSIVolumeExpandedModified = "expanded and modified"
+)
 
 // CSIVolumeDeregisterRequest removes volumes.
 type CSIVolumeDeregisterRequest struct {
