@@ -105,6 +105,7 @@ func (rd redialer) run(ctx context.Context, dial func(context.Context) (net.Conn
 // wait sleeps d, or backoff's first step once a server answers, whichever
 // ends first; false when ctx ends.
 func (rd redialer) wait(ctx context.Context, d time.Duration) bool {
+	deadline := time.Now().Add(d)
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -114,11 +115,12 @@ func (rd redialer) wait(ctx context.Context, d time.Duration) bool {
 		return true
 	case <-rd.contact:
 	}
-	short := rd.backoff.Delay(0)
-	if short >= d {
-		return ctx.Err() == nil // d was no longer than the cut: go now
+	// The cut counts from the answer. When the timer already running ends
+	// sooner, it stays: it still ends d after the last dial, and returning
+	// at once here would dial right after it.
+	if short := rd.backoff.Delay(0); short < time.Until(deadline) {
+		t.Reset(short)
 	}
-	t.Reset(short)
 	select {
 	case <-ctx.Done():
 		return false
