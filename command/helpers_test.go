@@ -795,6 +795,8 @@ func seedCluster(f *fakeAPI) {
 		f.allocs[allocA] = a
 		a2 := testAlloc(allocA2, "web", "e0a1b2c3-0000-4000-8000-000000000001", nodeA, api.AllocClientStatusFailed)
 		a2.Job = f.jobs["web"]
+		a2.NextAllocation = allocA // a replaced a2
+		a.PreviousAllocation = allocA2
 		f.allocs[allocA2] = a2
 		f.allocs[allocC] = testAlloc(allocC, "worker", "e0a1b2c3-0000-4000-8000-000000000002", nodeB, api.AllocClientStatusRunning)
 

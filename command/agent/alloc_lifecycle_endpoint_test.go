@@ -105,6 +105,10 @@ func TestHTTP_AllocLifecycle(t *testing.T) {
 	must.NotEq(t, alloc.ID, repl.ID)
 	old, _ := decode[*api.Allocation](t, a, http.MethodGet, "/v1/allocation/"+alloc.ID, nil)
 	must.Eq(t, "stop", old.DesiredStatus)
+	// Each names the other, as a drain's or a reschedule's replacement.
+	must.Eq(t, repl.ID, old.NextAllocation)
+	full, _ := decode[*api.Allocation](t, a, http.MethodGet, "/v1/allocation/"+repl.ID, nil)
+	must.Eq(t, alloc.ID, full.PreviousAllocation)
 
 	// A stopped alloc cannot be stopped, restarted or signalled again.
 	resp, body = do(t, a, http.MethodPut, "/v1/allocation/"+alloc.ID+"/stop", nil)

@@ -59,6 +59,10 @@ type reconcileResult struct {
 	updates   []updateDecision
 	places    []placeRequest
 	followUps []followUp // failed allocs to reschedule later
+	// userStopped are allocs an operator stopped that have no
+	// replacement yet (replaceable); reconcileGroup links the next
+	// placement of each one's name to it.
+	userStopped []*structs.Allocation
 }
 
 // reconcile compares a service or batch job with its allocs. Each group
@@ -78,13 +82,17 @@ type reconcileResult struct {
 //	  never (attempts used up)         ──► hold the name
 //	complete: batch holds its name (done); service frees it
 //
-// Names no alloc holds are placed. A stopped or purged job stops every
-// live alloc.
+// Names no alloc holds are placed; the placement of a name whose alloc an
+// operator stopped (alloc stop) replaces that alloc (PreviousAllocation).
+// A stopped or purged job stops every live alloc.
 func reconcile(in reconcileInput) (*reconcileResult, error) {
 	r := &reconcileResult{}
 	groups := map[string][]*structs.Allocation{}
 	for _, a := range in.allocs {
 		if desiredTerminal(a) {
+			if replaceable(a) {
+				r.userStopped = append(r.userStopped, a)
+			}
 			continue
 		}
 		groups[a.TaskGroup] = append(groups[a.TaskGroup], a)
@@ -216,12 +224,29 @@ func reconcileGroup(in reconcileInput, tg *structs.TaskGroup, allocs []*structs.
 			}
 		}
 	}
+	stoppedBy := map[int]*structs.Allocation{} // name index → the alloc an operator stopped there, latest
+	for _, a := range r.userStopped {
+		if a.TaskGroup != tg.Name {
+			continue
+		}
+		if old := stoppedBy[a.Index()]; old == nil || a.ModifyIndex > old.ModifyIndex {
+			stoppedBy[a.Index()] = a
+		}
+	}
 	for idx := range tg.Count {
 		if !held[idx] {
-			place(idx, nil, nil, "")
+			// The replacement of an alloc an operator stopped names it
+			// (PreviousAllocation), as drain and reschedule replacements do.
+			place(idx, stoppedBy[idx], nil, "")
 		}
 	}
 	return nil
+}
+
+// replaceable reports whether a was stopped by an operator (alloc stop)
+// and has no replacement yet: the alloc its name's next placement replaces.
+func replaceable(a *structs.Allocation) bool {
+	return a.DesiredDescription == structs.AllocDescStoppedByUser && a.NextAllocation == ""
 }
 
 // desiredTerminal reports whether the servers already stopped a.

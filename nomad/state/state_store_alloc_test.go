@@ -131,3 +131,34 @@ func TestAllocs_PlanUpdateKeepsClientFieldsAndStops(t *testing.T) {
 	must.Eq(t, structs.AllocClientStatusLost, a2.ClientStatus)
 	must.Eq(t, 3, a2.AllocModifyIndex)
 }
+
+// A placement that replaces an alloc (PreviousAllocation) sets the old
+// one's NextAllocation in the same write; a previous alloc already gone
+// is skipped.
+func TestAllocs_ReplacementLinksBothWays(t *testing.T) {
+	s := testStore(t)
+	web := mockJob("default", "web")
+	must.NoError(t, s.UpsertJob(1, web))
+	must.NoError(t, s.UpsertPlanResults(2, &structs.ApplyPlanResultsRequest{
+		AllocsUpdated: []*structs.Allocation{mockAlloc("old", web, "n1")},
+	}))
+	repl := mockAlloc("new", web, "n2")
+	repl.PreviousAllocation = "old"
+	orphan := mockAlloc("orphan", web, "n2")
+	orphan.PreviousAllocation = "collected-long-ago"
+	must.NoError(t, s.UpsertPlanResults(3, &structs.ApplyPlanResultsRequest{
+		AllocsStopped: []*structs.AllocStopUpdate{{AllocID: "old", DesiredDescription: "replaced"}},
+		AllocsUpdated: []*structs.Allocation{repl, orphan},
+	}))
+	old, err := s.AllocByID(nil, "old")
+	must.NoError(t, err)
+	must.Eq(t, "new", old.NextAllocation)
+	must.Eq(t, 3, old.ModifyIndex)
+	must.Eq(t, structs.AllocDesiredStatusStop, old.DesiredStatus)
+	got, err := s.AllocByID(nil, "new")
+	must.NoError(t, err)
+	must.Eq(t, "old", got.PreviousAllocation)
+	gone, err := s.AllocByID(nil, "collected-long-ago")
+	must.NoError(t, err)
+	must.Nil(t, gone)
+}

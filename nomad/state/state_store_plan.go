@@ -13,7 +13,8 @@ import (
 //  2. AllocsUpdated: new allocs get CreateIndex, AllocModifyIndex, client
 //     status pending and CreateTime = req.Timestamp; updated allocs keep
 //     CreateIndex, CreateTime and every client-owned field. An alloc
-//     without a Job gets the stored job.
+//     without a Job gets the stored job. A new alloc that replaces
+//     another (PreviousAllocation) sets that one's NextAllocation.
 //  3. CSIClaims: through the claim state machine (UpdateCSIVolumeClaims);
 //     a reservation that conflicts fails the whole plan, so a placement
 //     and its claim land together or not at all.
@@ -74,6 +75,26 @@ func stopAllocTxn(txn *writeTxn, stop *structs.AllocStopUpdate, ts int64) error 
 	return nil
 }
 
+// linkPreviousTxn sets NextAllocation on the alloc a new alloc a replaces
+// (a.PreviousAllocation), so each side of a replacement names the other.
+// A previous alloc already gone (GC) is skipped.
+func linkPreviousTxn(txn *writeTxn, a *structs.Allocation) error {
+	if a.PreviousAllocation == "" {
+		return nil
+	}
+	prev, err := allocTxn(txn, a.PreviousAllocation)
+	if err != nil || prev == nil || prev.NextAllocation == a.ID {
+		return err
+	}
+	p := prev.Copy()
+	p.NextAllocation = a.ID
+	p.ModifyIndex = txn.index
+	if err := txn.Insert(TableAllocs, p); err != nil {
+		return fmt.Errorf("linking alloc %q to its replacement %q: %w", p.ID, a.ID, err)
+	}
+	return nil
+}
+
 func upsertPlanAllocTxn(txn *writeTxn, alloc *structs.Allocation, ts int64, jobs map[*structs.Job]*structs.Job) error {
 	if alloc == nil {
 		return nil
@@ -115,6 +136,9 @@ func upsertPlanAllocTxn(txn *writeTxn, alloc *structs.Allocation, ts int64, jobs
 		a.TasksExited = existing.TasksExited
 	} else {
 		a.CreateIndex = txn.index
+		if err := linkPreviousTxn(txn, a); err != nil {
+			return err
+		}
 		if a.ClientStatus == "" {
 			a.ClientStatus = structs.AllocClientStatusPending
 		}
