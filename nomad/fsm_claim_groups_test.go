@@ -30,6 +30,9 @@ func fsmGroups(ts int64, groups ...[]*structs.CSIVolumeClaimUpdate) *structs.CSI
 func TestFSM_ClaimGroupsMixedAcceptAndReject(t *testing.T) {
 	f := fsmTestFSM(t)
 	fsmPopulate(t, f) // vol1: a1 Taken on n1; vol2: free
+	fsmMustApply(t, f, 9, structs.CSIVolumeRegisterRequestType, &structs.CSIVolumeRegisterRequest{
+		Volumes: []*structs.CSIVolume{fsmVolume("vol3")},
+	})
 
 	entry := fsmGroups(10_000,
 		[]*structs.CSIVolumeClaimUpdate{fsmClaim("vol2", "b1", "n2", structs.CSIClaimReserved)},
@@ -37,8 +40,8 @@ func TestFSM_ClaimGroupsMixedAcceptAndReject(t *testing.T) {
 		[]*structs.CSIVolumeClaimUpdate{fsmClaim("vol2", "b2", "n1", structs.CSIClaimTaken)},
 		// the first update passes, the second cannot: neither is applied
 		[]*structs.CSIVolumeClaimUpdate{
-			fsmClaim("vol1", "a1", "n1", structs.CSIClaimNodeDetached),
-			fsmClaim("nope", "a1", "n1", structs.CSIClaimNodeDetached),
+			fsmClaim("vol3", "p1", "n1", structs.CSIClaimReserved),
+			fsmClaim("nope", "p1", "n1", structs.CSIClaimReserved),
 		},
 		[]*structs.CSIVolumeClaimUpdate{fsmClaim("vol1", "a1", "n1", structs.CSIClaimNodeDetached)},
 		// back from NodeDetached to Taken: refused by the store
@@ -69,7 +72,10 @@ func TestFSM_ClaimGroupsMixedAcceptAndReject(t *testing.T) {
 	vol1, err := s.CSIVolumeByID(nil, structs.DefaultNamespace, "vol1")
 	must.NoError(t, err)
 	must.Eq(t, structs.CSIClaimNodeDetached, vol1.Claims["a1"].Step)
-	// One transition recorded, by group 3: group 2's was rolled back.
+	vol3, err := s.CSIVolumeByID(nil, structs.DefaultNamespace, "vol3")
+	must.NoError(t, err)
+	must.MapEmpty(t, vol3.Claims, must.Sprint("group 2 was refused as a whole"))
+	must.Eq(t, 9, vol3.ModifyIndex)
 	h := vol1.Claims["a1"].History
 	must.Eq(t, structs.CSIClaimTaken, h[len(h)-1].From)
 	must.Eq(t, structs.CSIClaimNodeDetached, h[len(h)-1].To)
@@ -82,6 +88,9 @@ func TestFSM_ClaimGroupsMixedAcceptAndReject(t *testing.T) {
 	// Every server replays the entry to the same state.
 	replay := fsmTestFSM(t)
 	fsmPopulate(t, replay)
+	fsmMustApply(t, replay, 9, structs.CSIVolumeRegisterRequestType, &structs.CSIVolumeRegisterRequest{
+		Volumes: []*structs.CSIVolume{fsmVolume("vol3")},
+	})
 	_, ok = replay.Apply(log).([]error)
 	must.True(t, ok)
 	want := fsmDump(t, f.State())
