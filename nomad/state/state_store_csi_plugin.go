@@ -127,6 +127,15 @@ func pluginInstances(node *structs.Node) (controllers, nodes map[string]*structs
 
 // updatePluginInstancesTxn sets (or removes, when nil) nodeID's controller
 // and node instance of plugin id.
+//
+// A plugin holds one instance per node, so its cost must not grow with the
+// cluster (issue 20: copying and comparing the whole plugin on every node
+// write made registering N nodes O(N²) in the FSM). Only nodeID's own
+// instances are compared; when they and the provider are unchanged nothing
+// is written. Otherwise the plugin is copied shallowly: a map whose entry
+// changes is cloned (pointers only) and the others are shared with the
+// stored plugin. That is safe because stored instances, like every memdb
+// object, are never mutated in place.
 func updatePluginInstancesTxn(txn *writeTxn, id, nodeID string, controller, node *structs.CSIInfo) error {
 	existing, err := pluginTxn(txn, id)
 	if err != nil {
@@ -136,13 +145,22 @@ func updatePluginInstancesTxn(txn *writeTxn, id, nodeID string, controller, node
 		return nil
 	}
 	var p *structs.CSIPlugin
+	var oldController, oldNode *structs.CSIInfo
 	if existing != nil {
-		p = existing.Copy()
+		oldController, oldNode = existing.Controllers[nodeID], existing.Nodes[nodeID]
+		cp := *existing
+		p = &cp
 	} else {
 		p = &structs.CSIPlugin{ID: id, CreateIndex: txn.index}
 	}
-	p.Controllers = setInstance(p.Controllers, nodeID, controller)
-	p.Nodes = setInstance(p.Nodes, nodeID, node)
+	controllerSame := reflect.DeepEqual(oldController, controller)
+	nodeSame := reflect.DeepEqual(oldNode, node)
+	if !controllerSame {
+		p.Controllers = withInstance(p.Controllers, nodeID, controller)
+	}
+	if !nodeSame {
+		p.Nodes = withInstance(p.Nodes, nodeID, node)
+	}
 
 	// Provider and version come from the instance just written;
 	// ControllerRequired holds if any instance says so. Both stay as they
@@ -152,31 +170,33 @@ func updatePluginInstancesTxn(txn *writeTxn, id, nodeID string, controller, node
 			p.Provider, p.Version = info.Provider, info.ProviderVersion
 		}
 	}
-	if !p.IsEmpty() {
-		p.ControllerRequired = false
-		for _, m := range []map[string]*structs.CSIInfo{p.Controllers, p.Nodes} {
-			for _, info := range m {
-				p.ControllerRequired = p.ControllerRequired || info.RequiresControllerPlugin
-			}
-		}
-	}
-	if len(p.Controllers) > 0 {
-		p.PublishUnpublish, p.PublishReadOnly = false, false
-		for _, info := range p.Controllers {
-			if ci := info.ControllerInfo; ci != nil {
-				p.PublishUnpublish = p.PublishUnpublish || ci.SupportsAttachDetach
-				p.PublishReadOnly = p.PublishReadOnly || ci.SupportsReadOnlyAttach
-			}
-		}
-	}
-	p.RecountHealth()
-
-	if existing != nil {
-		p.ModifyIndex = existing.ModifyIndex
-		if reflect.DeepEqual(existing, p) {
+	if existing != nil && controllerSame && nodeSame {
+		// Every other field is derived from the instances, which are
+		// unchanged, so the stored values still hold.
+		if p.Provider == existing.Provider && p.Version == existing.Version {
 			return nil
 		}
+	} else {
+		if !p.IsEmpty() {
+			p.ControllerRequired = false
+			for _, m := range []map[string]*structs.CSIInfo{p.Controllers, p.Nodes} {
+				for _, info := range m {
+					p.ControllerRequired = p.ControllerRequired || info.RequiresControllerPlugin
+				}
+			}
+		}
+		if len(p.Controllers) > 0 {
+			p.PublishUnpublish, p.PublishReadOnly = false, false
+			for _, info := range p.Controllers {
+				if ci := info.ControllerInfo; ci != nil {
+					p.PublishUnpublish = p.PublishUnpublish || ci.SupportsAttachDetach
+					p.PublishReadOnly = p.PublishReadOnly || ci.SupportsReadOnlyAttach
+				}
+			}
+		}
+		p.RecountHealth()
 	}
+
 	p.ModifyIndex = txn.index
 	if err := txn.Insert(TableCSIPlugins, p); err != nil {
 		return fmt.Errorf("updating CSI plugin %q: %w", id, err)
@@ -184,16 +204,18 @@ func updatePluginInstancesTxn(txn *writeTxn, id, nodeID string, controller, node
 	return nil
 }
 
-func setInstance(m map[string]*structs.CSIInfo, nodeID string, info *structs.CSIInfo) map[string]*structs.CSIInfo {
+// withInstance returns a copy of m with nodeID's entry set to info (or
+// removed, when nil). m itself may be held by a stored plugin and is left
+// alone; the entries are shared.
+func withInstance(m map[string]*structs.CSIInfo, nodeID string, info *structs.CSIInfo) map[string]*structs.CSIInfo {
+	out := make(map[string]*structs.CSIInfo, len(m)+1)
+	maps.Copy(out, m)
 	if info == nil {
-		delete(m, nodeID)
-		return m
+		delete(out, nodeID)
+	} else {
+		out[nodeID] = info
 	}
-	if m == nil {
-		m = make(map[string]*structs.CSIInfo)
-	}
-	m[nodeID] = info
-	return m
+	return out
 }
 
 func pluginTxn(txn *writeTxn, id string) (*structs.CSIPlugin, error) {

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/shoenig/test/must"
@@ -159,4 +160,155 @@ func TestPluginProfile(t *testing.T) {
 	must.NoError(t, s.UpsertNode(4, n2))
 	must.Eq(t, 0, plugin().ControllersExpected)
 	must.True(t, plugin().PublishUnpublish, must.Sprint("kept while no controller instance is left"))
+}
+
+// BenchmarkNodePluginWrite measures one node write against a plugin that K
+// nodes already run (issue 20: each write used to deep-copy and compare the
+// whole plugin, making N node registrations cost O(N²)).
+//
+//	unchanged: the K-th node re-registers with the same fingerprint
+//	changed:   the K-th node's instance flips health
+//	register:  a new node joins (and, untimed, leaves again)
+func BenchmarkNodePluginWrite(b *testing.B) {
+	for _, k := range []int{100, 1000, 5000} {
+		b.Run(fmt.Sprintf("K=%d", k), func(b *testing.B) {
+			for _, kind := range []string{"unchanged", "changed", "register"} {
+				b.Run(kind, func(b *testing.B) {
+					s, index := benchPluginStore(b, k)
+					last := benchPluginNode(fmt.Sprintf("n%05d", k-1))
+					flipped := benchPluginNode(last.ID)
+					flipped.CSINodePlugins["ebs"].Healthy = false
+					b.ReportAllocs()
+					b.ResetTimer()
+					for i := range b.N {
+						index++
+						var err error
+						switch kind {
+						case "unchanged":
+							err = s.UpsertNode(index, last)
+						case "changed":
+							n := last
+							if i%2 == 0 {
+								n = flipped
+							}
+							err = s.UpsertNode(index, n)
+						case "register":
+							err = s.UpsertNode(index, benchPluginNode("new"))
+							b.StopTimer()
+							index++
+							if err == nil {
+								err = s.DeleteNode(index, []string{"new"})
+							}
+							b.StartTimer()
+						}
+						if err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
+func benchPluginNode(id string) *structs.Node {
+	n := mockNode(id)
+	n.CSINodePlugins = map[string]*structs.CSIInfo{"ebs": csiInfo("ebs", false)}
+	return n
+}
+
+// benchPluginStore returns a store where k ready nodes run plugin ebs's
+// node instance, built by restore (building it by k node writes would
+// itself cost what is being measured), and the next free index.
+func benchPluginStore(b *testing.B, k int) (*StateStore, uint64) {
+	b.Helper()
+	s, err := NewStateStore(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := s.Restore()
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := &structs.CSIPlugin{ID: "ebs", Nodes: map[string]*structs.CSIInfo{}, CreateIndex: 1, ModifyIndex: 1}
+	for i := range k {
+		n := benchPluginNode(fmt.Sprintf("n%05d", i))
+		n.CreateIndex, n.ModifyIndex = 1, 1
+		n.SchedulingEligibility = structs.NodeSchedulingEligible
+		if err := r.NodeRestore(n); err != nil {
+			b.Fatal(err)
+		}
+		p.Nodes[n.ID] = n.CSINodePlugins["ebs"].Copy()
+	}
+	info := csiInfo("ebs", false)
+	p.Provider, p.Version, p.ControllerRequired = info.Provider, info.ProviderVersion, true
+	p.RecountHealth()
+	if err := r.CSIPluginRestore(p); err != nil {
+		b.Fatal(err)
+	}
+	if err := r.Commit(); err != nil {
+		b.Fatal(err)
+	}
+	// The store must hold exactly what node writes would have made it:
+	// re-registering a node unchanged leaves the plugin alone.
+	last := benchPluginNode(fmt.Sprintf("n%05d", k-1))
+	if err := s.UpsertNode(2, last); err != nil {
+		b.Fatal(err)
+	}
+	if got, _ := s.CSIPluginByID(nil, "ebs"); got.ModifyIndex != 1 {
+		b.Fatalf("benchmark store differs from what node writes build: plugin rewritten at %d", got.ModifyIndex)
+	}
+	return s, 3
+}
+
+// TestCSIPlugins_InstanceWriteIsCopyOnWrite: a node write compares only
+// that node's instances (issue 20). An unchanged one writes nothing; a
+// changed one is stored in a new plugin object, while a reader still
+// holding the old object sees it exactly as it was.
+func TestCSIPlugins_InstanceWriteIsCopyOnWrite(t *testing.T) {
+	s := testStore(t)
+	n1 := mockNode("n1")
+	n1.CSIControllerPlugins = map[string]*structs.CSIInfo{"ebs": csiInfo("ebs", true)}
+	n1.CSINodePlugins = map[string]*structs.CSIInfo{"ebs": csiInfo("ebs", false)}
+	must.NoError(t, s.UpsertNode(10, n1))
+	n2 := mockNode("n2")
+	n2.CSINodePlugins = map[string]*structs.CSIInfo{"ebs": csiInfo("ebs", false)}
+	must.NoError(t, s.UpsertNode(11, n2))
+
+	old, err := s.CSIPluginByID(nil, "ebs")
+	must.NoError(t, err)
+	must.Eq(t, 11, old.ModifyIndex)
+	before := old.Copy()
+
+	// Unchanged fingerprint: the plugin and its table index stay put.
+	must.NoError(t, s.UpsertNode(12, n2))
+	p, _ := s.CSIPluginByID(nil, "ebs")
+	must.Eq(t, 11, p.ModifyIndex)
+	must.Eq(t, 11, mustIndex(t, s, TableCSIPlugins))
+
+	// n2's node instance turns unhealthy and n1 drops its controller.
+	n2 = mockNode("n2")
+	bad := csiInfo("ebs", false)
+	bad.Healthy, bad.HealthDescription = false, "probe failed"
+	n2.CSINodePlugins = map[string]*structs.CSIInfo{"ebs": bad}
+	must.NoError(t, s.UpsertNode(13, n2))
+	n1 = mockNode("n1")
+	n1.CSINodePlugins = map[string]*structs.CSIInfo{"ebs": csiInfo("ebs", false)}
+	must.NoError(t, s.UpsertNode(14, n1))
+
+	p, _ = s.CSIPluginByID(nil, "ebs")
+	must.Eq(t, 14, p.ModifyIndex)
+	must.Eq(t, 14, mustIndex(t, s, TableCSIPlugins))
+	must.Eq(t, pluginCounts{0, 0, 1, 2}, counts(p))
+	must.False(t, p.Nodes["n2"].Healthy)
+	must.Eq(t, "probe failed", p.Nodes["n2"].HealthDescription)
+	must.True(t, p.Nodes["n1"].Healthy)
+	must.MapNotContainsKey(t, p.Controllers, "n1")
+	must.True(t, p.PublishUnpublish) // kept while no controller runs
+
+	// The object read before the writes is untouched: maps, instances
+	// and counts.
+	must.Eq(t, before, old)
+	must.True(t, old.Nodes["n2"].Healthy)
+	must.MapContainsKey(t, old.Controllers, "n1")
 }
