@@ -190,17 +190,11 @@ func (d *stubDecoder) field(s *CSIVolumeListStub, key string) error {
 	case "Provider":
 		s.Provider, err = d.str()
 	case "AccessMode":
-		var v string
-		v, err = d.str()
-		s.AccessMode = CSIVolumeAccessMode(v)
+		s.AccessMode, err = strAs[CSIVolumeAccessMode](d)
 	case "AttachmentMode":
-		var v string
-		v, err = d.str()
-		s.AttachmentMode = CSIVolumeAttachmentMode(v)
+		s.AttachmentMode, err = strAs[CSIVolumeAttachmentMode](d)
 	case "State":
-		var v string
-		v, err = d.str()
-		s.State = CSIVolumeState(v)
+		s.State, err = strAs[CSIVolumeState](d)
 	case "CurrentReaders":
 		s.CurrentReaders, err = d.int()
 	case "CurrentWriters":
@@ -236,6 +230,12 @@ func (d *stubDecoder) field(s *CSIVolumeListStub, key string) error {
 		_, err = d.value() // a field the stub does not have
 	}
 	return err
+}
+
+// strAs reads a string into a string type (an access mode, a state).
+func strAs[T ~string](d *stubDecoder) (T, error) {
+	s, err := d.str()
+	return T(s), err
 }
 
 // str reads a string. One without escapes, control characters or invalid

@@ -239,17 +239,11 @@ func (d *stubDecoder) volumeField(v *CSIVolume, key string, known bool) error {
 	case "ProviderVersion":
 		v.ProviderVersion, err = d.str()
 	case "AccessMode":
-		var s string
-		s, err = d.str()
-		v.AccessMode = CSIVolumeAccessMode(s)
+		v.AccessMode, err = strAs[CSIVolumeAccessMode](d)
 	case "AttachmentMode":
-		var s string
-		s, err = d.str()
-		v.AttachmentMode = CSIVolumeAttachmentMode(s)
+		v.AttachmentMode, err = strAs[CSIVolumeAttachmentMode](d)
 	case "State":
-		var s string
-		s, err = d.str()
-		v.State = CSIVolumeState(s)
+		v.State, err = strAs[CSIVolumeState](d)
 	case "Capacity":
 		v.Capacity, err = d.int64()
 	case "RequestedCapacityMin":
@@ -443,14 +437,10 @@ func (d *stubDecoder) capability(c *CSIVolumeCapability) error {
 			}
 		case key == "AccessMode" && !seenAccess:
 			seenAccess = true
-			var s string
-			s, err = d.str()
-			c.AccessMode = CSIVolumeAccessMode(s)
+			c.AccessMode, err = strAs[CSIVolumeAccessMode](d)
 		case key == "AttachmentMode" && !seenAttach:
 			seenAttach = true
-			var s string
-			s, err = d.str()
-			c.AttachmentMode = CSIVolumeAttachmentMode(s)
+			c.AttachmentMode, err = strAs[CSIVolumeAttachmentMode](d)
 		case strings.EqualFold(key, "AccessMode"), strings.EqualFold(key, "AttachmentMode"):
 			return errSlowPath
 		default:
