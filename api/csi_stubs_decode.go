@@ -136,16 +136,10 @@ func (d *stubDecoder) stub(s *CSIVolumeListStub) error {
 		return nil
 	}
 	for {
-		d.ws()
-		key, err := d.str()
+		key, err := d.key()
 		if err != nil {
 			return err
 		}
-		d.ws()
-		if !d.byte(':') {
-			return errSlowPath
-		}
-		d.ws()
 		if err := d.field(s, key); err != nil {
 			return err
 		}
@@ -230,6 +224,22 @@ func (d *stubDecoder) field(s *CSIVolumeListStub, key string) error {
 		_, err = d.value() // a field the stub does not have
 	}
 	return err
+}
+
+// key reads an object's key and its colon, with the white space around
+// them, leaving d at the value.
+func (d *stubDecoder) key() (string, error) {
+	d.ws()
+	k, err := d.str()
+	if err != nil {
+		return "", err
+	}
+	d.ws()
+	if !d.byte(':') {
+		return "", errSlowPath
+	}
+	d.ws()
+	return k, nil
 }
 
 // strAs reads a string into a string type (an access mode, a state).

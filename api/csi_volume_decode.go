@@ -54,16 +54,10 @@ func decodeVolumes(body []byte, vols *[]*CSIVolume, warnings *string) (ok bool) 
 	d.ws()
 	if !d.byte('}') {
 		for {
-			d.ws()
-			key, err := d.str()
+			key, err := d.key()
 			if err != nil {
 				return false
 			}
-			d.ws()
-			if !d.byte(':') {
-				return false
-			}
-			d.ws()
 			switch {
 			case key == "Volumes":
 				if seenVols {
@@ -170,16 +164,10 @@ func (d *stubDecoder) volume(v *CSIVolume) error {
 	}
 	var seen uint64
 	for {
-		d.ws()
-		key, err := d.str()
+		key, err := d.key()
 		if err != nil {
 			return err
 		}
-		d.ws()
-		if !d.byte(':') {
-			return errSlowPath
-		}
-		d.ws()
 		bit, known := volumeFieldBit[key]
 		if known {
 			// encoding/json merges a repeated object or map into the
@@ -419,16 +407,10 @@ func (d *stubDecoder) capability(c *CSIVolumeCapability) error {
 	}
 	var seenAccess, seenAttach bool
 	for {
-		d.ws()
-		key, err := d.str()
+		key, err := d.key()
 		if err != nil {
 			return err
 		}
-		d.ws()
-		if !d.byte(':') {
-			return errSlowPath
-		}
-		d.ws()
 		switch {
 		case d.literal("null"):
 			// leaves the field as it is
