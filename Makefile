@@ -100,6 +100,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseJob$$' -fuzztime $(FUZZTIME) ./jobspec/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseVolume$$' -fuzztime $(FUZZTIME) ./jobspec/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeJobRegistration$$' -fuzztime $(FUZZTIME) ./api/
+	$(GO) test -run '^$$' -fuzz '^FuzzVolumeDecodersLikeEncodingJSON$$' -fuzztime $(FUZZTIME) ./api/
 	$(GO) test -run '^$$' -fuzz '^FuzzWriteBodies$$' -fuzztime $(FUZZTIME) ./command/agent/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME) ./command/agent/
 	$(GO) test -run '^$$' -fuzz '^FuzzRPCCodec$$' -fuzztime $(FUZZTIME) ./nomad/msgpack/

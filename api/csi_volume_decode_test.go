@@ -107,29 +107,33 @@ func TestDecodeVolumes_DecodesAsEncodingJSON(t *testing.T) {
 
 // Bodies the fast path must not take as it reads them: each either goes
 // to encoding/json, or decodes to the same thing.
+// volumeEdgeBodies are bodies at the edges of what the fast decoder takes; the
+// edge-case test and the fuzz target start from them.
+var volumeEdgeBodies = []string{
+	`null`, `{}`, `[]`, `{"Volumes":null}`, `{"Volumes":[]}`, `{"Volumes":[null]}`, `{"Volumes":[{}]}`,
+	`{"volumes":[{"ID":"lower-case key"}]}`, `{"Volumes":[{"id":"x"}]}`, `{"Volumes":[{"ID":"x","ID":"y"}]}`,
+	`{"Volumes":[],"Volumes":[{"ID":"x"}]}`, `{"Warnings":"w","Volumes":[]}`, `{"warnings":"w"}`, `{"Warnings":"a","Warnings":"b"}`,
+	`{"Region":"global","Namespace":"default","SecretID":"","Volumes":[{"ID":"x"}]}`, // Nomad's client's WriteRequest
+	`{"Volumes":[{"ID":"a\u0041\n","Name":"\ud83d\ude00"}]}`,
+	`{"Volumes":[{"ID":"bad utf8 ` + "\xff" + `"}]}`,
+	`{"Volumes":[{"Parameters":{"a":"1","a":"2"}}]}`, `{"Volumes":[{"Parameters":{"a":null}}]}`, `{"Volumes":[{"Parameters":{"a":1}}]}`,
+	`{"Volumes":[{"Parameters":{}}]}`, `{"Volumes":[{"Parameters":[]}]}`, `{"Volumes":[{"Secrets":{"k":"v"},"Context":{"k":"\\u00e9"}}]}`,
+	`{"Volumes":[{"RequestedCapabilities":[{"accessmode":"x"}]}]}`, `{"Volumes":[{"RequestedCapabilities":[{"AccessMode":"a","AccessMode":"b"}]}]}`,
+	`{"Volumes":[{"RequestedCapabilities":[{"AccessMode":null,"Other":[1,{}],"AttachmentMode":"f"},null]}]}`,
+	`{"Volumes":[{"RequestedCapabilities":[{"accessMode":null}]}]}`, `{"Volumes":[{"RequestedCapabilities":{}}]}`,
+	`{"Volumes":[{"ReadAllocs":{},"WriteAllocs":{"a":null},"Allocations":[],"Claims":[],"PastClaims":[ ],"Stats":{ }}]}`,
+	`{"Volumes":[{"ReadAllocs":[],"Allocations":{}}]}`, `{"Volumes":[{"Topologies":[],"Topologies":[]}]}`,
+	`{"Volumes":[{"Capacity":1.0}]}`, `{"Volumes":[{"Capacity":1e3}]}`, `{"Volumes":[{"Capacity":-9223372036854775809}]}`,
+	`{"Volumes":[{"CreateIndex":-1}]}`, `{"Volumes":[{"Created":1}]}`, `{"Volumes":[{"Created":true}]}`,
+	`{"Volumes":[{"MountOptions":{"FSType":"ext4","MountFlags":["ro"]}}]}`, `{"Volumes":[{"MountOptions":"x"}]}`,
+	`{"Volumes":[{"ResourceExhausted":"2026-11-25T12:00:00Z"}]}`, `{"Volumes":[{"ResourceExhausted":"yesterday"}]}`,
+	`{"Volumes":[{"Unknown":{"a":[1,"]}",{}]},"ID":"x"}]}`,
+	`{"Volumes":[{"ID":"x",}]}`, `{"Volumes":[{"ID":"x"},]}`, `{"Volumes":[{"ID":"x"}]} x`, `{"Volumes":[{"ID":"x"}]`,
+	`{"Volumes":[{"ID":"x}]}`, `{"Volumes":{"ID":"x"}}`, `{"Volumes":[{"ID" "x"}]}`, ``, `{`, `"\`,
+}
+
 func TestDecodeVolumes_EdgeCasesMatchEncodingJSON(t *testing.T) {
-	for _, body := range []string{
-		`null`, `{}`, `[]`, `{"Volumes":null}`, `{"Volumes":[]}`, `{"Volumes":[null]}`, `{"Volumes":[{}]}`,
-		`{"volumes":[{"ID":"lower-case key"}]}`, `{"Volumes":[{"id":"x"}]}`, `{"Volumes":[{"ID":"x","ID":"y"}]}`,
-		`{"Volumes":[],"Volumes":[{"ID":"x"}]}`, `{"Warnings":"w","Volumes":[]}`, `{"warnings":"w"}`, `{"Warnings":"a","Warnings":"b"}`,
-		`{"Region":"global","Namespace":"default","SecretID":"","Volumes":[{"ID":"x"}]}`, // Nomad's client's WriteRequest
-		`{"Volumes":[{"ID":"a\u0041\n","Name":"\ud83d\ude00"}]}`,
-		`{"Volumes":[{"ID":"bad utf8 ` + "\xff" + `"}]}`,
-		`{"Volumes":[{"Parameters":{"a":"1","a":"2"}}]}`, `{"Volumes":[{"Parameters":{"a":null}}]}`, `{"Volumes":[{"Parameters":{"a":1}}]}`,
-		`{"Volumes":[{"Parameters":{}}]}`, `{"Volumes":[{"Parameters":[]}]}`, `{"Volumes":[{"Secrets":{"k":"v"},"Context":{"k":"\\u00e9"}}]}`,
-		`{"Volumes":[{"RequestedCapabilities":[{"accessmode":"x"}]}]}`, `{"Volumes":[{"RequestedCapabilities":[{"AccessMode":"a","AccessMode":"b"}]}]}`,
-		`{"Volumes":[{"RequestedCapabilities":[{"AccessMode":null,"Other":[1,{}],"AttachmentMode":"f"},null]}]}`,
-		`{"Volumes":[{"RequestedCapabilities":[{"accessMode":null}]}]}`, `{"Volumes":[{"RequestedCapabilities":{}}]}`,
-		`{"Volumes":[{"ReadAllocs":{},"WriteAllocs":{"a":null},"Allocations":[],"Claims":[],"PastClaims":[ ],"Stats":{ }}]}`,
-		`{"Volumes":[{"ReadAllocs":[],"Allocations":{}}]}`, `{"Volumes":[{"Topologies":[],"Topologies":[]}]}`,
-		`{"Volumes":[{"Capacity":1.0}]}`, `{"Volumes":[{"Capacity":1e3}]}`, `{"Volumes":[{"Capacity":-9223372036854775809}]}`,
-		`{"Volumes":[{"CreateIndex":-1}]}`, `{"Volumes":[{"Created":1}]}`, `{"Volumes":[{"Created":true}]}`,
-		`{"Volumes":[{"MountOptions":{"FSType":"ext4","MountFlags":["ro"]}}]}`, `{"Volumes":[{"MountOptions":"x"}]}`,
-		`{"Volumes":[{"ResourceExhausted":"2026-11-25T12:00:00Z"}]}`, `{"Volumes":[{"ResourceExhausted":"yesterday"}]}`,
-		`{"Volumes":[{"Unknown":{"a":[1,"]}",{}]},"ID":"x"}]}`,
-		`{"Volumes":[{"ID":"x",}]}`, `{"Volumes":[{"ID":"x"},]}`, `{"Volumes":[{"ID":"x"}]} x`, `{"Volumes":[{"ID":"x"}]`,
-		`{"Volumes":[{"ID":"x}]}`, `{"Volumes":{"ID":"x"}}`, `{"Volumes":[{"ID" "x"}]}`, ``, `{`, `"\`,
-	} {
+	for _, body := range volumeEdgeBodies {
 		t.Run(body, func(t *testing.T) { volumesLikeEncodingJSON(t, []byte(body)) })
 	}
 }

@@ -45,3 +45,37 @@ func FuzzDecodeJobRegistration(f *testing.F) {
 		}
 	})
 }
+
+// FuzzVolumeDecodersLikeEncodingJSON holds the hand-written decoders of a
+// volume register request, its answer and a volume list to encoding/json:
+// for any body, the same result or the same error. The agent decodes
+// every caller's register body with them, so a difference is a request
+// that means one thing to Berth and another to every other JSON reader.
+func FuzzVolumeDecodersLikeEncodingJSON(f *testing.F) {
+	for _, body := range volumeEdgeBodies {
+		f.Add([]byte(body))
+	}
+	for _, body := range stubEdgeBodies {
+		f.Add([]byte(body))
+	}
+	vols := sampleVolumes(f, 2)
+	req, err := json.Marshal(CSIVolumeRegisterRequest{Volumes: vols})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(req)
+	stubs := make([]*CSIVolumeListStub, 0, len(vols))
+	for _, v := range vols {
+		stubs = append(stubs, &CSIVolumeListStub{ID: v.ID, Name: v.Name, PluginID: v.PluginID, AccessMode: v.AccessMode})
+	}
+	list, err := json.Marshal(stubs)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(list)
+
+	f.Fuzz(func(t *testing.T, body []byte) {
+		volumesLikeEncodingJSON(t, body)
+		stubsLikeEncodingJSON(t, body)
+	})
+}
