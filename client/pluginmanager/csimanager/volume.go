@@ -157,8 +157,54 @@ func (v *volumeManager) mountVolume(ctx context.Context, vol *structs.CSIVolume,
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
-	staged, err := v.stages(ctx)
+	var info *MountInfo
+	err = fenced(ctx, unlock, func(callCtx context.Context) error {
+		var err error
+		info, err = v.mountLocked(ctx, callCtx, vol, allocID, usage, publishContext, staging, publish, logger)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return info, nil
+}
+
+// fenced runs body, which calls the plugin about one volume, holding that
+// volume's lock until body returns (then it calls unlock), and returns
+// body's error, or ctx's as soon as ctx ends. body makes its plugin calls
+// under callCtx, which does not end with ctx, and checks ctx before each.
+//
+// Why: a plugin call whose caller gave up is not over at the plugin. The
+// gRPC client returns at once when ctx ends, but the plugin may still be
+// inside NodeStage or NodePublish, and finish it later. Were the lock
+// released then, the alloc's release would NodeUnpublish (and the servers
+// free the claim) before that publish lands, leaving the volume published
+// on a node that holds no claim, and on a second node once another alloc
+// claims it (the simulator's check-1 reports, seed 41155 among them). CSI
+// asks the CO for at most one call in flight per volume; the lock keeps
+// that promise only while it covers the call until the plugin answered
+// or the call's per-attempt deadline ended it. The caller still returns
+// at once, so a stopped alloc or a client shutdown never waits on a hung
+// plugin; what waits is the next operation on the volume.
+func fenced(ctx context.Context, unlock func(), body func(callCtx context.Context) error) error {
+	done := make(chan error, 1)
+	go func() {
+		defer unlock()
+		done <- body(context.WithoutCancel(ctx))
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// mountLocked is mountVolume under the volume's lock (see fenced): plugin
+// calls under callCtx, ctx checked before each.
+func (v *volumeManager) mountLocked(ctx, callCtx context.Context, vol *structs.CSIVolume, allocID string, usage *UsageOptions,
+	publishContext map[string]string, staging, publish string, logger hclog.Logger) (*MountInfo, error) {
+	staged, err := v.stages(callCtx)
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +233,10 @@ func (v *volumeManager) mountVolume(ctx context.Context, vol *structs.CSIVolume,
 			if err := os.MkdirAll(staging, dirMode); err != nil {
 				return nil, fmt.Errorf("creating staging path: %w", err)
 			}
-			err := v.client.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			err := v.client.NodeStageVolume(callCtx, &csi.NodeStageVolumeRequest{
 				ExternalID: vol.RemoteID(), PublishContext: publishContext, StagingTargetPath: pluginStaging,
 				VolumeCapability: capability, Secrets: vol.Secrets, VolumeContext: vol.Context,
 			})
@@ -225,7 +274,12 @@ func (v *volumeManager) mountVolume(ctx context.Context, vol *structs.CSIVolume,
 	if err != nil {
 		return nil, err
 	}
-	err = v.client.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{
+	// The caller gone, do not start publishing: the release that follows
+	// undoes what was staged.
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	err = v.client.NodePublishVolume(callCtx, &csi.NodePublishVolumeRequest{
 		ExternalID: vol.RemoteID(), PublishContext: publishContext, StagingTargetPath: pluginStaging,
 		TargetPath: pluginPublish, VolumeCapability: capability, ReadOnly: usage.ReadOnly,
 		Secrets: vol.Secrets, VolumeContext: vol.Context,
@@ -259,14 +313,21 @@ func (v *volumeManager) unmountVolume(ctx context.Context, vol VolumeRef, allocI
 	if err != nil {
 		return err
 	}
-	defer unlock()
+	return fenced(ctx, unlock, func(callCtx context.Context) error {
+		return v.unmountLocked(ctx, callCtx, vol, allocID, usage, staging, publish, logger)
+	})
+}
 
+// unmountLocked is unmountVolume under the volume's lock (see fenced):
+// plugin calls under callCtx, ctx checked before each.
+func (v *volumeManager) unmountLocked(ctx, callCtx context.Context, vol VolumeRef, allocID string, usage *UsageOptions,
+	staging, publish string, logger hclog.Logger) error {
 	pluginPublish, err := v.paths.PluginPath(publish)
 	if err != nil {
 		return err
 	}
 	// NotFound means already unpublished: the wrapper returns nil for it.
-	if err := v.client.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{ExternalID: vol.remoteID(), TargetPath: pluginPublish}); err != nil {
+	if err := v.client.NodeUnpublishVolume(callCtx, &csi.NodeUnpublishVolumeRequest{ExternalID: vol.remoteID(), TargetPath: pluginPublish}); err != nil {
 		return fmt.Errorf("unpublishing from %q: %w", publish, err)
 	}
 	crashpoint.Hit(crashpoint.CSIUnpublished)
@@ -286,7 +347,7 @@ func (v *volumeManager) unmountVolume(ctx context.Context, vol VolumeRef, allocI
 		logger.Debug("volume still used by other allocs on this node; leaving it staged", "other_allocs", others)
 		return v.usage.put(key, &usageRecord{Allocs: others, Staged: rec.Staged})
 	}
-	stages, err := v.stages(ctx)
+	stages, err := v.stages(callCtx)
 	if err != nil {
 		return err
 	}
@@ -312,7 +373,10 @@ func (v *volumeManager) unmountVolume(ctx context.Context, vol VolumeRef, allocI
 				return err
 			}
 		}
-		if err := v.client.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{ExternalID: vol.remoteID(), StagingTargetPath: pluginStaging}); err != nil {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := v.client.NodeUnstageVolume(callCtx, &csi.NodeUnstageVolumeRequest{ExternalID: vol.remoteID(), StagingTargetPath: pluginStaging}); err != nil {
 			return fmt.Errorf("unstaging from %q: %w", staging, err)
 		}
 		crashpoint.Hit(crashpoint.CSIUnstaged)
