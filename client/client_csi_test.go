@@ -193,16 +193,14 @@ func TestClient_ShutdownIsPromptWhileAPluginHangs(t *testing.T) {
 				defer cancel()
 				must.NoError(t, p.WaitForCalls(ctx, "NodeUnpublishVolume", 1))
 			}
-			start := time.Now()
-			err := c.Shutdown()
-			took := time.Since(start)
-			if dev {
-				// Bounded by the tasks' kill timeouts (at least the 5s default)
-				// plus ShutdownTimeout, whatever the plugin does.
-				must.Less(t, 8*time.Second, took)
-			} else {
+			// NodeUnpublish hangs until the test ends: a Shutdown that waited
+			// on it would never return. (In dev mode it is bounded by the
+			// tasks' kill timeouts plus ShutdownTimeout, whatever the plugin
+			// does.)
+			var err error
+			testutil.Returns(t, "client shutdown while NodeUnpublish hangs", func() { err = c.Shutdown() })
+			if !dev {
 				must.NoError(t, err)
-				must.Less(t, 2*time.Second, took)
 			}
 		})
 	}

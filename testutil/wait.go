@@ -45,3 +45,23 @@ func WaitForResultUntil(t testing.TB, timeout time.Duration, cond func() (bool, 
 		}
 	}
 }
+
+// Returns runs f and fails the test if f has not returned within
+// WaitTimeout: for "this does not wait on X" where X (a hung plugin, a
+// stuck call) never ends on its own, so a missing feature shows as f never
+// returning. It asserts no speed: how fast f returns is a benchmark's job.
+func Returns(t testing.TB, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	deadline := time.NewTimer(WaitTimeout)
+	defer deadline.Stop()
+	select {
+	case <-done:
+	case <-deadline.C:
+		t.Fatalf("%s: still waiting after %v", what, WaitTimeout)
+	}
+}

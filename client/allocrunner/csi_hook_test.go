@@ -748,11 +748,12 @@ func TestCSIHook_ShutdownIsPromptWhileThePluginHangs(t *testing.T) {
 	defer cancel()
 	must.NoError(t, h.plugin.WaitForCalls(ctx, "NodeUnpublishVolume", 1))
 
-	start := time.Now()
-	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer scancel()
-	must.NoError(t, r.Shutdown(sctx))
-	must.Less(t, time.Second, time.Since(start))
+	// NodeUnpublish hangs until SetHang(false) below: a Shutdown that
+	// waited on it would never return (nor, with no deadline of its own,
+	// end with an error).
+	testutil.Returns(t, "shutting the alloc runner down while NodeUnpublish hangs", func() {
+		must.NoError(t, r.Shutdown(context.Background()))
+	})
 	c1.shutdown()
 	must.False(t, r.Alloc().TasksExited)
 	must.Eq(t, 0, h.server.unpublished(a.ID))

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/berth-io/berth/nomad/structs"
+	"github.com/berth-io/berth/testutil"
 )
 
 func publishReq() *NodePublishVolumeRequest {
@@ -139,11 +140,12 @@ func TestRetry_CallerDeadline(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
-	start := time.Now()
-	ready, err := h.client.Probe(ctx)
+	// The plugin hangs for good: only the caller's deadline ends the call.
+	var ready bool
+	var err error
+	testutil.Returns(t, "a Probe past its caller's deadline", func() { ready, err = h.client.Probe(ctx) })
 	must.False(t, ready)
 	must.ErrorIs(t, err, context.DeadlineExceeded)
-	must.Less(t, 10*time.Second, time.Since(start))
 	// One attempt at most: on a loaded machine the deadline may pass
 	// before the first attempt reaches the plugin, but none follows it.
 	must.LessEq(t, 1, h.plugin.Calls("Probe"))

@@ -193,9 +193,9 @@ func TestManager_ShutdownIsPromptWhilePluginHangs(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitTimeout)
 	defer cancel()
 	must.NoError(t, p.WaitForCalls(ctx, "Probe", 1))
-	start := time.Now()
-	h.stop()
-	must.Less(t, time.Second, time.Since(start))
+	// The Probe hangs until the test ends: a stop that waited on it would
+	// never return.
+	testutil.Returns(t, "stopping the manager while a Probe hangs", h.stop)
 }
 
 func TestManager_WaitForNodePlugin(t *testing.T) {
