@@ -50,6 +50,26 @@ func shouldRetry(rpc string, err error, attempt, maxAttempts int) bool {
 	return attempt < maxAttempts && Classify(rpc, err) == Retryable
 }
 
+// retriesUntilKey carries WithRetriesUntil's channel in a context.
+type retriesUntilKey struct{}
+
+// WithRetriesUntil returns ctx with a bound on retries, not on the call: once
+// stop is closed no new attempt starts (the call answers the last attempt's
+// error), while the attempt under way runs on to the plugin's answer or its
+// own timeout. It is for a call that must not be cut short at the plugin (its
+// caller holds the volume until the plugin is done; see csimanager's fenced)
+// but whose caller has gone: retrying for it would only hold the volume
+// longer, up to every attempt's timeout.
+func WithRetriesUntil(ctx context.Context, stop <-chan struct{}) context.Context {
+	return context.WithValue(ctx, retriesUntilKey{}, stop)
+}
+
+// retriesStopped reports whether ctx's WithRetriesUntil channel is closed.
+func retriesStopped(ctx context.Context) <-chan struct{} {
+	stop, _ := ctx.Value(retriesUntilKey{}).(<-chan struct{})
+	return stop // nil (never ready) without one
+}
+
 // intercept is the unary client interceptor installed on the connection:
 // per-attempt timeouts, classification and retries for every RPC.
 func (c *client) intercept(ctx context.Context, method string, req, reply any,
@@ -60,6 +80,7 @@ func (c *client) intercept(ctx context.Context, method string, req, reply any,
 	}
 	rpc := rpcName(method)
 	timeout := c.cfg.timeouts.forRPC(rpc)
+	stop := retriesStopped(ctx)
 	for attempt := 1; ; attempt++ {
 		err := c.attempt(ctx, timeout, method, req, reply, cc, invoker, opts)
 		if err == nil {
@@ -68,11 +89,8 @@ func (c *client) intercept(ctx context.Context, method string, req, reply any,
 		if err := ctxDone(ctx); err != nil {
 			return err
 		}
-		if !shouldRetry(rpc, err, attempt, c.cfg.maxAttempts) {
-			if attempt > 1 {
-				return &attemptsError{attempts: attempt, err: err}
-			}
-			return err
+		if !shouldRetry(rpc, err, attempt, c.cfg.maxAttempts) || isClosed(stop) {
+			return afterAttempts(attempt, err)
 		}
 
 		wait := c.cfg.backoff(attempt)
@@ -82,6 +100,8 @@ func (c *client) intercept(ctx context.Context, method string, req, reply any,
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-stop:
+			return afterAttempts(attempt, err)
 		case <-c.cfg.clock.After(wait):
 		}
 		c.retries.Add(1)
@@ -89,6 +109,25 @@ func (c *client) intercept(ctx context.Context, method string, req, reply any,
 			{Name: "method", Value: rpc},
 			{Name: "code", Value: code},
 		})
+	}
+}
+
+// afterAttempts is the error of a call whose last attempt (number attempt)
+// failed with err: it says how many were made when there were several.
+func afterAttempts(attempt int, err error) error {
+	if attempt > 1 {
+		return &attemptsError{attempts: attempt, err: err}
+	}
+	return err
+}
+
+// isClosed reports whether ch is closed; a nil ch never is.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -207,3 +207,49 @@ func TestExponentialBackoff(t *testing.T) {
 		}
 	})
 }
+
+// A call whose WithRetriesUntil channel closes makes no new attempt: the
+// attempt under way is answered, then the call ends with its error, both
+// when the channel closed during the attempt and during the backoff.
+func TestRetry_NoNewAttemptOnceRetriesAreStopped(t *testing.T) {
+	t.Run("closed before the attempt failed", func(t *testing.T) {
+		h := newHarness(t, WithMaxAttempts(5))
+		h.plugin.NextErr("NodeStageVolume", codes.Unavailable, codes.Unavailable, codes.Unavailable, codes.Unavailable, codes.Unavailable)
+		stop := make(chan struct{})
+		close(stop)
+		err := h.client.NodeStageVolume(WithRetriesUntil(testCtx(t), stop), &NodeStageVolumeRequest{
+			ExternalID: "vol-1", StagingTargetPath: "/csi/staging/default/vol-1/rw", VolumeCapability: publishReq().VolumeCapability,
+		})
+		must.EqOp(t, codes.Unavailable, status.Code(err))
+		must.EqOp(t, 1, h.plugin.Calls("NodeStageVolume"), must.Sprint("the attempt under way is made; no other"))
+		must.EqOp(t, uint64(0), h.client.Retries())
+	})
+	t.Run("closed during the backoff", func(t *testing.T) {
+		clock := &stuckClock{waiting: make(chan time.Duration, 1)}
+		h := newHarness(t, WithClock(clock), WithMaxAttempts(5), WithBackoff(func(int) time.Duration { return time.Hour }))
+		h.plugin.NextErr("NodePublishVolume", codes.Unavailable, codes.Unavailable)
+		stop := make(chan struct{})
+		errCh := make(chan error, 1)
+		go func() { errCh <- h.client.NodePublishVolume(WithRetriesUntil(testCtx(t), stop), publishReq()) }()
+		select {
+		case <-clock.waiting:
+		case <-time.After(testutil.WaitTimeout):
+			t.Fatal("client never started a backoff wait")
+		}
+		close(stop)
+		select {
+		case err := <-errCh:
+			must.EqOp(t, codes.Unavailable, status.Code(err))
+		case <-time.After(testutil.WaitTimeout):
+			t.Fatal("the call went on waiting out its backoff after retries were stopped")
+		}
+		must.EqOp(t, 1, h.plugin.Calls("NodePublishVolume"))
+	})
+	t.Run("never closed: retries as before", func(t *testing.T) {
+		h := newHarness(t, WithMaxAttempts(5))
+		h.plugin.NextErr("NodePublishVolume", codes.Unavailable, codes.Unavailable)
+		err := h.client.NodePublishVolume(WithRetriesUntil(testCtx(t), make(chan struct{})), publishReq())
+		must.NoError(t, err)
+		must.EqOp(t, 3, h.plugin.Calls("NodePublishVolume"))
+	})
+}

@@ -185,12 +185,15 @@ func (v *volumeManager) mountVolume(ctx context.Context, vol *structs.CSIVolume,
 // that promise only while it covers the call until the plugin answered
 // or the call's per-attempt deadline ended it. The caller still returns
 // at once, so a stopped alloc or a client shutdown never waits on a hung
-// plugin; what waits is the next operation on the volume.
+// plugin; what waits is the next operation on the volume. Only the attempt
+// under way is waited for: once ctx ends, callCtx lets the csi client start
+// no retry (csi.WithRetriesUntil), which would hold the volume up to every
+// attempt's timeout for a caller that has gone.
 func fenced(ctx context.Context, unlock func(), body func(callCtx context.Context) error) error {
 	done := make(chan error, 1)
 	go func() {
 		defer unlock()
-		done <- body(context.WithoutCancel(ctx))
+		done <- body(csi.WithRetriesUntil(context.WithoutCancel(ctx), ctx.Done()))
 	}()
 	select {
 	case err := <-done:
