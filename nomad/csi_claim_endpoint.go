@@ -11,8 +11,8 @@ import (
 
 	"github.com/hashicorp/go-memdb"
 
+	"github.com/berth-io/berth/helper/groupcommit"
 	"github.com/berth-io/berth/nomad/claims"
-	"github.com/berth-io/berth/nomad/raftbatch"
 	"github.com/berth-io/berth/nomad/state"
 	"github.com/berth-io/berth/nomad/structs"
 	"github.com/berth-io/berth/nomad/volumewatcher"
@@ -103,23 +103,23 @@ const (
 	maxClaimUpdates = 2048
 )
 
-func newClaimWrites(s *Server) *raftbatch.Batcher[[]*structs.CSIVolumeClaimUpdate] {
-	return raftbatch.New(s.commitClaimGroups,
+func newClaimWrites(s *Server) *groupcommit.Batcher[[]*structs.CSIVolumeClaimUpdate] {
+	return groupcommit.New(s.commitClaimGroups,
 		func(u []*structs.CSIVolumeClaimUpdate) int { return len(u) },
-		raftbatch.Limits{MaxRequests: maxClaimGroups, MaxWeight: maxClaimUpdates})
+		groupcommit.Limits{MaxRequests: maxClaimGroups, MaxWeight: maxClaimUpdates})
 }
 
 // commitClaimGroups commits the claim writes of one or more callers as
 // one Raft entry. A lone write keeps the single-write message type, which
 // servers of every version apply.
-func (s *Server) commitClaimGroups(groups [][]*structs.CSIVolumeClaimUpdate) []raftbatch.Result {
-	out := make([]raftbatch.Result, len(groups))
+func (s *Server) commitClaimGroups(groups [][]*structs.CSIVolumeClaimUpdate) []groupcommit.Result {
+	out := make([]groupcommit.Result, len(groups))
 	ts := time.Now().UnixNano()
 	if len(groups) == 1 {
 		_, index, err := s.raftApply(structs.CSIVolumeClaimRequestType, &structs.CSIVolumeClaimBatchRequest{
 			Claims: groups[0], Timestamp: ts,
 		})
-		out[0] = raftbatch.Result{Index: index, Err: err}
+		out[0] = groupcommit.Result{Index: index, Err: err}
 		return out
 	}
 	req := &structs.CSIVolumeClaimGroupsRequest{Groups: make([]structs.CSIVolumeClaimGroup, len(groups)), Timestamp: ts}

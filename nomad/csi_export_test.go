@@ -3,7 +3,7 @@ package nomad
 import (
 	"context"
 
-	"github.com/berth-io/berth/nomad/raftbatch"
+	"github.com/berth-io/berth/helper/groupcommit"
 	"github.com/berth-io/berth/nomad/structs"
 	"github.com/berth-io/berth/nomad/volumewatcher"
 )
@@ -23,7 +23,7 @@ func (s *Server) ReconcileVolumeForTest(ns, id string) error {
 
 // CommitClaimGroupsForTest commits groups of claim writes as the claim
 // group commit does, one group per caller.
-func (s *Server) CommitClaimGroupsForTest(groups [][]*structs.CSIVolumeClaimUpdate) []raftbatch.Result {
+func (s *Server) CommitClaimGroupsForTest(groups [][]*structs.CSIVolumeClaimUpdate) []groupcommit.Result {
 	return s.commitClaimGroups(groups)
 }
 

@@ -34,10 +34,10 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/berth-io/berth/helper"
+	"github.com/berth-io/berth/helper/groupcommit"
 	"github.com/berth-io/berth/nomad/audit"
 	"github.com/berth-io/berth/nomad/auth"
 	"github.com/berth-io/berth/nomad/connlimit"
-	"github.com/berth-io/berth/nomad/raftbatch"
 	"github.com/berth-io/berth/nomad/state"
 	"github.com/berth-io/berth/nomad/stream"
 	"github.com/berth-io/berth/nomad/structs"
@@ -56,7 +56,7 @@ type Server struct {
 	// raftStore is closed on shutdown (the WAL or the in-memory store).
 	raftStoreClose func() error
 	// claimWrites group-commits concurrent claim writes (writeClaims).
-	claimWrites *raftbatch.Batcher[[]*structs.CSIVolumeClaimUpdate]
+	claimWrites *groupcommit.Batcher[[]*structs.CSIVolumeClaimUpdate]
 
 	rpcListener net.Listener
 	rpcServer   *rpc.Server

@@ -3,15 +3,17 @@ package state
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/berth-io/berth/helper/groupcommit"
 )
 
 // openTimeout bounds waiting for the file lock: a second client process on
@@ -37,7 +39,7 @@ func NewBoltDB(path string) (DB, error) {
 	if bootScoped {
 		removeOtherBoots(path, localPath)
 	}
-	s, err := newStore(&boltBackend{db: durable}, &boltBackend{db: local})
+	s, err := newStore(newBoltBackend(durable), newBoltBackend(local))
 	if err != nil {
 		local.Close()
 		durable.Close()
@@ -94,32 +96,25 @@ func removeOtherBoots(path, keep string) {
 }
 
 // boltBackend is the client state in bbolt. Updates are committed in
-// groups: an update that arrives while a commit is in flight joins the
-// next one, so a hundred allocs stopping at once cost a few fsyncs rather
-// than a hundred (each commit fsyncs, 0.1-3 ms here). A lone update
-// commits at once. Why not bbolt's Batch: it waits MaxBatchDelay for
-// company, which every lone update (most of them) would pay in full.
-//
-// One waiting caller at a time is the committer: it commits everything
-// queued, and when more arrived meanwhile it hands the role to the first
-// of those callers, so no caller commits for others for long.
+// groups (helper/groupcommit): an update that arrives while a commit is in
+// flight joins the next one, so a hundred allocs stopping at once cost a
+// few fsyncs rather than a hundred (each commit fsyncs, 0.1-3 ms here). A
+// lone update commits at once. Why not bbolt's Batch: it waits
+// MaxBatchDelay for company, which every lone update (most of them) would
+// pay in full.
 type boltBackend struct {
-	db *bolt.DB
-
-	// mu guards queue and committing.
-	mu         sync.Mutex
-	queue      []*pendingUpdate
-	committing bool
-	// commits counts group commits, for tests.
+	db      *bolt.DB
+	batcher *groupcommit.Batcher[func(txn) error]
+	// commits counts bbolt transactions that wrote, for tests.
 	commits atomic.Int64
 }
 
-// pendingUpdate is one caller's update waiting for a commit.
-type pendingUpdate struct {
-	fn   func(txn) error
-	done chan error
-	// lead is closed to make this caller the committer.
-	lead chan struct{}
+func newBoltBackend(db *bolt.DB) *boltBackend {
+	b := &boltBackend{db: db}
+	// No limit on a group: every update is small, and what is queued
+	// is all waiting for the same fsync.
+	b.batcher = groupcommit.New(b.commitGroup, nil, groupcommit.Limits{MaxRequests: math.MaxInt, MaxWeight: math.MaxInt})
+	return b
 }
 
 func (b *boltBackend) view(fn func(txn) error) error {
@@ -128,63 +123,34 @@ func (b *boltBackend) view(fn func(txn) error) error {
 }
 
 func (b *boltBackend) update(fn func(txn) error) error {
-	p := &pendingUpdate{fn: fn, done: make(chan error, 1), lead: make(chan struct{})}
-	b.mu.Lock()
-	b.queue = append(b.queue, p)
-	lead := !b.committing
-	b.committing = true
-	b.mu.Unlock()
-	if !lead {
-		select {
-		case err := <-p.done:
-			return err
-		case <-p.lead:
-		}
-	}
-	b.commitQueued()
-	return <-p.done
-}
-
-// commitQueued commits what is queued as one group, then hands the
-// committer's role to the first update queued meanwhile, if any.
-func (b *boltBackend) commitQueued() {
-	b.mu.Lock()
-	group := b.queue
-	b.queue = nil
-	b.mu.Unlock()
-	b.commitGroup(group)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if len(b.queue) == 0 {
-		b.committing = false
-		return
-	}
-	close(b.queue[0].lead)
+	return b.batcher.Do(fn).Err
 }
 
 // commitGroup commits the updates in one transaction. When one of them
 // fails, the transaction holds none of them: each is then committed on
 // its own, so that each caller gets its own answer.
-func (b *boltBackend) commitGroup(group []*pendingUpdate) {
+func (b *boltBackend) commitGroup(group []func(txn) error) []groupcommit.Result {
+	res := make([]groupcommit.Result, len(group))
 	b.commits.Add(1)
 	err := b.db.Update(func(tx *bolt.Tx) error {
-		for _, p := range group {
-			if err := p.fn(boltTxn{tx}); err != nil {
+		for _, fn := range group {
+			if err := fn(boltTxn{tx}); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
 	if err == nil || len(group) == 1 {
-		for _, p := range group {
-			p.done <- closedErr(err)
+		for i := range res {
+			res[i].Err = closedErr(err)
 		}
-		return
+		return res
 	}
-	for _, p := range group {
+	for i, fn := range group {
 		b.commits.Add(1)
-		p.done <- closedErr(b.db.Update(func(tx *bolt.Tx) error { return p.fn(boltTxn{tx}) }))
+		res[i].Err = closedErr(b.db.Update(func(tx *bolt.Tx) error { return fn(boltTxn{tx}) }))
 	}
+	return res
 }
 
 func (b *boltBackend) close() error { return b.db.Close() }

@@ -20,16 +20,15 @@ func TestBoltBackend_GroupCommit(t *testing.T) {
 	db, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), 0o600, nil)
 	must.NoError(t, err)
 	defer db.Close()
-	b := &boltBackend{db: db}
+	b := newBoltBackend(db)
 	must.NoError(t, b.update(func(tx txn) error { _, err := tx.createBucket("b"); return err }))
 	put := func(k string) func(tx txn) error {
 		return func(tx txn) error { return tx.bucket("b").put(k, []byte(k)) }
 	}
 	queued := func(n int) {
 		testutil.WaitForResult(t, func() (bool, error) {
-			b.mu.Lock()
-			defer b.mu.Unlock()
-			return len(b.queue) == n, fmt.Errorf("%d updates queued, want %d", len(b.queue), n)
+			got := b.batcher.Pending()
+			return got == n, fmt.Errorf("%d updates queued, want %d", got, n)
 		})
 	}
 	// hold starts a commit that waits for release, and returns once it is

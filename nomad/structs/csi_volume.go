@@ -549,7 +549,7 @@ type CSIVolumeClaimBatchRequest struct {
 }
 
 // CSIVolumeClaimGroupsRequest carries the claim writes of concurrent
-// callers in one Raft entry (the server's group commit, nomad/raftbatch).
+// callers in one Raft entry (the server's group commit, helper/groupcommit).
 // Each group is applied, or refused, on its own, exactly as one
 // CSIVolumeClaimBatchRequest of its claims would be, after the groups
 // before it; the FSM answers with one error per group.

@@ -1,22 +1,21 @@
-// Package raftbatch coalesces concurrent writes into one Raft entry: a
-// group commit in front of the server's Raft apply.
-//
-// Each write is one fsync on the leader (and one on a majority of the
-// servers), one FSM apply and one state store commit, whatever its size.
-// When writers arrive while an entry is in flight, a Batcher queues them
-// and commits everything queued as the next entry, so the cost per entry
-// is shared by everything waiting for it:
+// Package groupcommit coalesces concurrent writes into one commit: an
+// update that arrives while a commit is in flight joins the next one.
+// The server puts it in front of Raft (one entry, one fsync on a majority,
+// one FSM apply for a whole group of claim writes); the client in front of
+// its bbolt state (one fsync for the updates of many allocs).
 //
 //	caller A ──Do──► commit {A} ─────────────► A answered ─┐ hands off to B
 //	caller B ──Do──► queued ┐                              ▼
 //	caller C ──Do──► queued ┴──────────────────────► commit {B, C} ──► B, C answered
 //
 // A lone writer commits at once, as it would without the Batcher: batching
-// never adds a wait, it only fills the time an entry is in flight anyway.
-// Every caller is answered only after the entry carrying its request
-// committed, with ITS result: the commit function reports one result per
-// request, so one request's refusal does not fail the others.
-package raftbatch
+// never adds a wait, it only fills the time a commit is in flight anyway
+// (unlike bbolt's Batch, which waits for company). Every caller is answered
+// only after the commit carrying its request, with ITS result: the commit
+// function reports one result per request, so one request's refusal does
+// not fail the others. The committer is one waiting caller at a time, which
+// hands the role to the first caller queued meanwhile.
+package groupcommit
 
 import (
 	"errors"
@@ -25,17 +24,18 @@ import (
 
 // errShortResults answers a request its commit function left without a
 // result: a bug in that function, reported instead of a hang or a panic.
-var errShortResults = errors.New("raftbatch: the commit answered fewer requests than it was given")
+var errShortResults = errors.New("groupcommit: the commit answered fewer requests than it was given")
 
-// Result is one request's outcome: the index of the entry that carried
-// it, and its error (nil: applied).
+// Result is one request's outcome: the index of the commit that carried
+// it (a Raft index, where there is one), and its error (nil: applied).
 type Result struct {
 	Index uint64
 	Err   error
 }
 
-// Commit commits reqs as one Raft entry (or, when it must, several) and
-// returns one Result per request, in order. When the entry itself failed
+// Commit commits reqs as one commit (one Raft entry, one bbolt
+// transaction; or, when it must, several) and returns one Result per
+// request, in order. When the commit itself failed
 // (no leader, a timeout) every request gets that error. The Batcher calls
 // it from one goroutine at a time.
 type Commit[R any] func(reqs []R) []Result
@@ -43,11 +43,11 @@ type Commit[R any] func(reqs []R) []Result
 // Limits bound one batch. A request heavier than MaxWeight still goes, in
 // a batch of its own.
 type Limits struct {
-	// MaxRequests is the most requests one entry carries (≥ 1).
+	// MaxRequests is the most requests one commit carries (≥ 1).
 	MaxRequests int
-	// MaxWeight is the most total weight one entry carries; a request's
+	// MaxWeight is the most total weight one commit carries; a request's
 	// weight is what the Batcher's weight function says (e.g. how many
-	// claim updates it holds), so entries stay well under Raft's size
+	// claim updates it holds), so Raft entries stay well under Raft's size
 	// limit.
 	MaxWeight int
 }
@@ -88,9 +88,9 @@ func New[R any](commit Commit[R], weight func(R) int, limits Limits) *Batcher[R]
 }
 
 // Do commits req, alone or with requests of other callers, and returns
-// its result once the entry carrying it committed (or failed). It blocks
+// its result once the commit carrying it is done (or failed). It blocks
 // for as long as the commits before it and its own take; the commit
-// function bounds each (Raft's apply timeout).
+// function bounds each (e.g. Raft's apply timeout).
 func (b *Batcher[R]) Do(req R) Result {
 	c := &call[R]{req: req, done: make(chan struct{})}
 	b.mu.Lock()

@@ -1,4 +1,4 @@
-package raftbatch
+package groupcommit
 
 import (
 	"errors"
