@@ -6,9 +6,10 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/shoenig/test/must"
+
+	"github.com/berth-io/berth/testutil"
 )
 
 // fakeLog is a Commit that records its batches, gives each one the next
@@ -64,13 +65,10 @@ func (f *fakeLog) got() [][]int {
 // flight.
 func waitPending[R any](t *testing.T, b *Batcher[R], n int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for b.Pending() != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d requests queued, want %d", b.Pending(), n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.WaitForResult(t, func() (bool, error) {
+		got := b.Pending()
+		return got == n, fmt.Errorf("%d requests queued, want %d", got, n)
+	})
 }
 
 func TestBatcher_LoneRequestCommitsAtOnce(t *testing.T) {
