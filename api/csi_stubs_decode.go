@@ -143,14 +143,12 @@ func (d *stubDecoder) stub(s *CSIVolumeListStub) error {
 		if err := d.field(s, key); err != nil {
 			return err
 		}
-		d.ws()
-		if d.byte(',') {
+		if more, err := d.more('}'); err != nil {
+			return err
+		} else if more {
 			continue
 		}
-		if d.byte('}') {
-			return nil
-		}
-		return errSlowPath
+		return nil
 	}
 }
 
@@ -240,6 +238,20 @@ func (d *stubDecoder) key() (string, error) {
 	}
 	d.ws()
 	return k, nil
+}
+
+// more reads what follows a member of an object or array (close is '}'
+// or ']'): true after a comma, false at the end; anything else goes to
+// encoding/json.
+func (d *stubDecoder) more(close byte) (bool, error) {
+	d.ws()
+	if d.byte(',') {
+		return true, nil
+	}
+	if d.byte(close) {
+		return false, nil
+	}
+	return false, errSlowPath
 }
 
 // strAs reads a string into a string type (an access mode, a state).

@@ -180,14 +180,12 @@ func (d *stubDecoder) volume(v *CSIVolume) error {
 		if err := d.volumeField(v, key, known); err != nil {
 			return err
 		}
-		d.ws()
-		if d.byte(',') {
+		if more, err := d.more('}'); err != nil {
+			return err
+		} else if more {
 			continue
 		}
-		if d.byte('}') {
-			return nil
-		}
-		return errSlowPath
+		return nil
 	}
 }
 
@@ -355,14 +353,12 @@ func (d *stubDecoder) stringMap() (map[string]string, error) {
 			return nil, err
 		}
 		m[k] = v
-		d.ws()
-		if d.byte(',') {
+		if more, err := d.more('}'); err != nil {
+			return nil, err
+		} else if more {
 			continue
 		}
-		if d.byte('}') {
-			return m, nil
-		}
-		return nil, errSlowPath
+		return m, nil
 	}
 }
 
@@ -386,14 +382,12 @@ func (d *stubDecoder) capabilities() ([]*CSIVolumeCapability, error) {
 			}
 		}
 		out = append(out, c)
-		d.ws()
-		if d.byte(',') {
+		if more, err := d.more(']'); err != nil {
+			return nil, err
+		} else if more {
 			continue
 		}
-		if d.byte(']') {
-			return out, nil
-		}
-		return nil, errSlowPath
+		return out, nil
 	}
 }
 
@@ -431,14 +425,12 @@ func (d *stubDecoder) capability(c *CSIVolumeCapability) error {
 		if err != nil {
 			return err
 		}
-		d.ws()
-		if d.byte(',') {
+		if more, err := d.more('}'); err != nil {
+			return err
+		} else if more {
 			continue
 		}
-		if d.byte('}') {
-			return nil
-		}
-		return errSlowPath
+		return nil
 	}
 }
 
