@@ -152,20 +152,23 @@ func (b *bench) oneAllocRows(ctx context.Context) []row {
 	}
 }
 
-// manyRows starts and stops the job of cfg.many allocs (none with 0).
+// manyRows starts and stops a job of m allocs for each m of cfg.many, one
+// job after the other (none when the list is empty).
 func (b *bench) manyRows(ctx context.Context) []row {
-	m := b.cfg.many
-	if m == 0 {
-		return nil
+	var rows []row
+	for _, m := range b.cfg.many {
+		b.progress("%d allocs with a volume each: start them, then stop → claims freed...", m)
+		pub, freed, total, err := b.measureMany(ctx, m)
+		stop := samplesRow(rowStopMany, fmt.Sprintf("stop → claims freed, %d allocs", m), kindTotal, m, freed, 0, err)
+		stop.Total = total
+		rows = append(rows,
+			samplesRow(rowClaimMany, fmt.Sprintf("claim → NodePublish done, %d allocs", m), kindLatency, m, pub, 0, err),
+			stop)
+		if ctx.Err() != nil {
+			break
+		}
 	}
-	b.progress("%d allocs with a volume each: start them, then stop → claims freed...", m)
-	pub, freed, total, err := b.measureMany(ctx)
-	stop := samplesRow(rowStopMany, fmt.Sprintf("stop → claims freed, %d allocs", m), kindTotal, m, freed, 0, err)
-	stop.Total = total
-	return []row{
-		samplesRow(rowClaimMany, fmt.Sprintf("claim → NodePublish done, %d allocs", m), kindLatency, m, pub, 0, err),
-		stop,
-	}
+	return rows
 }
 
 // batchRows registers cfg.batch new volumes in one request, cfg.batches
@@ -206,8 +209,10 @@ const (
 	pluginID    = "hostpath"
 	claimJobID  = "bench-claim"
 	claimVolume = "bench-claim"
-	manyJobID   = "bench-many"
-	manyVolume  = "bench-many" // per_alloc: alloc i uses bench-many[i]
+	// manyName is the prefix of the big jobs and their volumes: the job of
+	// m allocs is bench-many-m, and per_alloc gives its alloc i the volume
+	// bench-many-m[i] (see manyNames).
+	manyName    = "bench-many"
 	regPrefix   = "bench-reg-"
 	batchPrefix = "bench-batch-"
 	runJobID    = "bench-run"
@@ -446,13 +451,20 @@ func (b *bench) oneAllocRun(ctx context.Context) (pub, freed time.Duration, err 
 	return pub, freed, nil
 }
 
-// measureMany starts one job of cfg.many allocs, each with its own volume,
-// and returns each alloc's claim → published latency, then stops it and
+// manyNames returns the job ID and the per_alloc volume name of the job of
+// m allocs; each size has its own, so that one run can measure several.
+func manyNames(m int) (jobID, volume string) {
+	name := fmt.Sprintf("%s-%d", manyName, m)
+	return name, name
+}
+
+// measureMany starts one job of m allocs, each with its own volume, and
+// returns each alloc's claim → published latency, then stops it and
 // returns how long after the stop each volume's claim was freed, and when
 // the last one was.
-func (b *bench) measureMany(ctx context.Context) (pub, freed []time.Duration, total time.Duration, err error) {
+func (b *bench) measureMany(ctx context.Context, m int) (pub, freed []time.Duration, total time.Duration, err error) {
 	c := b.agent.api
-	m := b.cfg.many
+	manyJobID, manyVolume := manyNames(m)
 	for i := range m {
 		id := fmt.Sprintf("%s[%d]", manyVolume, i)
 		if _, err := c.CSIVolumes().Register(benchVolume(id), writeOpts(ctx)); err != nil {

@@ -54,7 +54,8 @@ func TestDescribeAlloc(t *testing.T) {
 }
 
 func TestWorkJob_PerAllocVolumeAndSmallResources(t *testing.T) {
-	j := workJob(manyJobID, manyVolume, 100, true)
+	jobID, volume := manyNames(100)
+	j := workJob(jobID, volume, 100, true)
 	j.Canonicalize()
 	tg := j.TaskGroups[0]
 	must.Eq(t, 100, *tg.Count)

@@ -35,6 +35,9 @@ type row struct {
 	// against reference.Size.
 	Size int
 	Err  error
+	// Runs is, after medianOf, each run's figure that the row's goal
+	// judges (its headline when it has no goal), in run order.
+	Runs []time.Duration
 }
 
 // results is one run of the bench.
@@ -48,6 +51,8 @@ type results struct {
 	Rows       []row
 	// Notes are printed under the table, e.g. why the run ended early.
 	Notes []string
+	// Runs is how many whole runs the rows are the median of (0 or 1: one).
+	Runs int
 }
 
 func (r *results) failed() bool {
@@ -168,15 +173,37 @@ func (x row) cells() []string {
 	if m, ok := x.met(); ok {
 		met = map[bool]string{true: "yes", false: "no"}[m]
 	}
-	return []string{n, p50, p99, total, fmtDur(x.Floor), target, nomad, vs, met}
+	goalCell, goalMet := "-", "-"
+	if g, ok := x.goal(); ok {
+		goalCell = g.String()
+	}
+	if m, ok := x.goalMet(); ok {
+		goalMet = map[bool]string{true: "yes", false: "no"}[m]
+	}
+	cells := []string{n, p50, p99, total, fmtDur(x.Floor), target, nomad, vs, met, goalCell, goalMet}
+	if len(x.Runs) > 0 {
+		each := make([]string, len(x.Runs))
+		for i, d := range x.Runs {
+			each[i] = fmtDur(d)
+		}
+		cells = append(cells, strings.Join(each, ", "))
+	}
+	return cells
 }
 
 // writeTable prints the results as an aligned table with a short legend.
 func writeTable(w io.Writer, r *results) error {
 	fmt.Fprintf(w, "berth-bench %s: one agent (server + client), Raft on disk (raft-wal, %s at %s), %d CPUs\n\n",
 		r.Started.UTC().Format("2006-01-02 15:04 UTC"), r.FSType, r.DataDir, r.CPUs)
+	if r.Runs > 1 {
+		fmt.Fprintf(w, "Each figure is the median of %d runs, each with a fresh agent; EACH RUN is the figure the goal judges.\n\n", r.Runs)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ROW\tN\tP50\tP99\tTOTAL\tFLOOR\tTARGET (§7)\tNOMAD\tVS NOMAD\tMET")
+	header := "ROW\tN\tP50\tP99\tTOTAL\tFLOOR\tTARGET (§7)\tNOMAD\tVS NOMAD\tMET\tGOAL (#20)\tGOAL MET"
+	if r.Runs > 1 {
+		header += "\tEACH RUN"
+	}
+	fmt.Fprintln(tw, header)
 	var errs []string
 	for _, x := range r.sortedRows() {
 		fmt.Fprintln(tw, x.Name+"\t"+strings.Join(x.cells(), "\t"))
@@ -191,7 +218,11 @@ func writeTable(w io.Writer, r *results) error {
 		"FLOOR: measured in this run; the 1-alloc rows: 1 raft-wal append + 1 gRPC call + 1 bind-mount pair.\n"+
 		"TARGET: DESIGN.md §7, 3–5x better than Nomad; MET: at or under its 3x end. NOMAD: measured on a\n"+
 		"machine like this (perf-anchors.md); VS NOMAD: Nomad's number (the better end of a range) ÷ ours.\n"+
+		"GOAL: issue 20's bound on the figure it names; GOAL MET: whether this run meets it.\n"+
 		"Load average before %s, after %s.\n", r.LoadBefore, r.LoadAfter)
+	for _, g := range r.unmeasuredGoals() {
+		fmt.Fprintf(w, "goal not measured in this run: %s, %s\n", g.name(), g)
+	}
 	if len(errs) > 0 {
 		fmt.Fprintf(w, "\nfailed rows:\n%s\n", strings.Join(errs, "\n"))
 	}
@@ -221,6 +252,10 @@ type jsonRow struct {
 	NomadSize  int      `json:"nomad_size,omitempty"`
 	VsNomad    *float64 `json:"vs_nomad,omitempty"`
 	DesignNote string   `json:"design_floor,omitempty"`
+	Goal       int64    `json:"goal_ns,omitempty"`  // issue 20's bound
+	GoalBy     string   `json:"goal_by,omitempty"`  // p50, max or total
+	GoalMet    *bool    `json:"goal_met,omitempty"` // nil: no goal, or not measured
+	Runs       []int64  `json:"runs_ns,omitempty"`  // each run's figure, with -runs
 	Error      string   `json:"error,omitempty"`
 }
 
@@ -232,6 +267,7 @@ type jsonResults struct {
 	LoadBefore string    `json:"load_before"`
 	LoadAfter  string    `json:"load_after"`
 	Rows       []jsonRow `json:"rows"`
+	Runs       int       `json:"runs,omitempty"`
 	Notes      []string  `json:"notes,omitempty"`
 }
 
@@ -239,7 +275,7 @@ type jsonResults struct {
 func writeJSON(w io.Writer, r *results) error {
 	out := jsonResults{
 		Started: r.Started.UTC(), CPUs: r.CPUs, DataDir: r.DataDir, FSType: r.FSType,
-		LoadBefore: r.LoadBefore, LoadAfter: r.LoadAfter, Rows: []jsonRow{}, Notes: r.Notes,
+		LoadBefore: r.LoadBefore, LoadAfter: r.LoadAfter, Rows: []jsonRow{}, Notes: r.Notes, Runs: r.Runs,
 	}
 	for _, x := range r.sortedRows() {
 		ref, applies := x.reference()
@@ -259,6 +295,15 @@ func writeJSON(w io.Writer, r *results) error {
 		}
 		if f, ok := x.vsNomad(); ok {
 			j.VsNomad = &f
+		}
+		if g, ok := x.goal(); ok {
+			j.Goal, j.GoalBy = int64(g.Max), g.By.String()
+		}
+		if m, ok := x.goalMet(); ok {
+			j.GoalMet = &m
+		}
+		for _, d := range x.Runs {
+			j.Runs = append(j.Runs, int64(d))
 		}
 		if x.Err != nil {
 			j.Error = x.Err.Error()

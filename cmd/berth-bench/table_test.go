@@ -80,7 +80,7 @@ func TestRowComparisons(t *testing.T) {
 			must.Eq(t, c.wantVs != 0, ok)
 			must.Eq(t, c.wantVs, vs)
 			cells := c.row.cells()
-			must.Eq(t, c.wantMet, cells[len(cells)-1])
+			must.Eq(t, c.wantMet, cells[8])
 			must.Eq(t, c.wantNote, cells[6])
 		})
 	}
@@ -129,10 +129,10 @@ func TestWriteTable(t *testing.T) {
 	must.StrHasPrefix(t, "stop → claim freed, 1 alloc ", table[2])
 	must.StrHasPrefix(t, "floor: raft-wal append ", table[3])
 
-	// Every line has the header's ten columns, starting where the
-	// header's do (tabwriter counts runes: →, µ and – must not shift them).
+	// Every line has the header's twelve columns, starting where the
+	// header's do (tabwriter counts runes: →, µ, ≤ and – must not shift them).
 	want := cellStarts(table[0])
-	must.SliceLen(t, 10, want)
+	must.SliceLen(t, 12, want)
 	for _, l := range table[1:] {
 		must.Eq(t, want, cellStarts(l), must.Sprintf("line %q", l))
 	}
@@ -142,6 +142,7 @@ func TestWriteTable(t *testing.T) {
 	must.StrContains(t, table[1], "2.6x")
 	must.StrContains(t, table[2], "FAILED")
 	must.StrContains(t, table[3], "§7 floor 0.16ms")
+	must.StrContains(t, table[1], "p50 ≤ 450µs  no")
 	must.StrContains(t, out, "failed rows:\n  stop → claim freed, 1 alloc: waiting for the claim: context deadline exceeded")
 	must.StrContains(t, out, "Load average before 1.00 1.00 1.00, after 2.00 2.00 2.00.")
 }
@@ -170,6 +171,11 @@ func TestWriteJSON(t *testing.T) {
 	must.Nil(t, failed.VsNomad)
 
 	must.Eq(t, "0.16ms", got.Rows[2].DesignNote)
+	must.Eq(t, int64(450*time.Microsecond), reg.Goal)
+	must.Eq(t, "p50", reg.GoalBy)
+	must.NotNil(t, reg.GoalMet)
+	must.False(t, *reg.GoalMet)
+	must.Nil(t, failed.GoalMet)
 }
 
 func TestResultsFailed(t *testing.T) {
