@@ -222,6 +222,14 @@ func (s *Server) closeConns() {
 
 // raftLayer is a raft.StreamLayer over the shared RPC port: inbound Raft
 // connections arrive through handoff; outbound ones send the Raft byte.
+//
+// The layer owns every connection it hands to Raft, both ways, and Close
+// closes them: raft.NetworkTransport.Close stops only the accept loop, so
+// without this a shut-down server keeps a goroutine blocked reading each
+// inbound connection (and through it the whole Raft instance and its
+// state) until the peer hangs up, and its pooled outbound connections
+// stay open; a process that starts and stops many servers (the simulator)
+// grew by a Raft instance per stopped server.
 type raftLayer struct {
 	addr net.Addr
 	// tls, when set, gives the config of each outbound dial.
@@ -229,19 +237,59 @@ type raftLayer struct {
 	connCh  chan net.Conn
 	closeCh chan struct{}
 	once    sync.Once
+
+	// mu guards conns and closed.
+	mu     sync.Mutex
+	conns  map[*raftConn]struct{}
+	closed bool
+}
+
+// raftConn is a connection the raftLayer handed to Raft; closing it
+// forgets it.
+type raftConn struct {
+	net.Conn
+	l    *raftLayer
+	once sync.Once
+}
+
+func (c *raftConn) Close() error {
+	c.once.Do(func() {
+		c.l.mu.Lock()
+		delete(c.l.conns, c)
+		c.l.mu.Unlock()
+	})
+	return c.Conn.Close()
 }
 
 func newRaftLayer(addr net.Addr, tls func() *tls.Config) *raftLayer {
-	return &raftLayer{addr: addr, tls: tls, connCh: make(chan net.Conn), closeCh: make(chan struct{})}
+	return &raftLayer{addr: addr, tls: tls, connCh: make(chan net.Conn), closeCh: make(chan struct{}),
+		conns: map[*raftConn]struct{}{}}
+}
+
+// track wraps c so that Close closes it; a layer already closed closes c.
+func (l *raftLayer) track(c net.Conn) (net.Conn, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		c.Close()
+		return nil, net.ErrClosed
+	}
+	rc := &raftConn{Conn: c, l: l}
+	l.conns[rc] = struct{}{}
+	return rc, nil
 }
 
 func (l *raftLayer) handoff(ctx context.Context, c net.Conn) {
+	tc, err := l.track(c)
+	if err != nil {
+		return
+	}
 	select {
-	case l.connCh <- c:
+	case l.connCh <- tc:
 	case <-l.closeCh:
-		c.Close()
+		tc.Close()
 	case <-ctx.Done():
-		c.Close()
+		tc.Close()
 	}
 }
 
@@ -254,8 +302,17 @@ func (l *raftLayer) Accept() (net.Conn, error) {
 	}
 }
 
+// Close stops Accept and closes every connection handed to Raft.
 func (l *raftLayer) Close() error {
 	l.once.Do(func() { close(l.closeCh) })
+	l.mu.Lock()
+	l.closed = true
+	conns := l.conns
+	l.conns = map[*raftConn]struct{}{}
+	l.mu.Unlock()
+	for c := range conns {
+		c.Conn.Close()
+	}
 	return nil
 }
 
@@ -264,7 +321,11 @@ func (l *raftLayer) Addr() net.Addr { return l.addr }
 func (l *raftLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	return dialConn(ctx, string(address), rpcByteRaft, l.tls())
+	c, err := dialConn(ctx, string(address), rpcByteRaft, l.tls())
+	if err != nil {
+		return nil, err
+	}
+	return l.track(c)
 }
 
 // ConnPool keeps one multiplexed net/rpc client per server address. A

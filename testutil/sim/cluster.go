@@ -270,7 +270,7 @@ func start(t testing.TB, s *Schedule, w *Witness) (*simCluster, error) {
 	}
 	for i := range s.Nodes {
 		// Not t.TempDir(): the plugin socket must fit in 107 bytes.
-		dir, err := os.MkdirTemp("", "sim")
+		dir, err := os.MkdirTemp("", tempPrefix())
 		if err != nil {
 			return nil, err
 		}
@@ -321,6 +321,10 @@ func start(t testing.TB, s *Schedule, w *Witness) (*simCluster, error) {
 	}
 	return c, nil
 }
+
+// tempPrefix names the node dirs of this process (a leak test counts
+// them, and other processes may run schedules beside it).
+func tempPrefix() string { return fmt.Sprintf("sim%d-", os.Getpid()) }
 
 // volumeIDs are the volumes registered for v: per_alloc families have one
 // per alloc index.
