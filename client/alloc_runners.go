@@ -10,6 +10,7 @@ import (
 
 	"github.com/berth-io/berth/client/allocrunner"
 	"github.com/berth-io/berth/client/allocrunner/taskrunner"
+	"github.com/berth-io/berth/helper/steptrace"
 	"github.com/berth-io/berth/nomad/structs"
 )
 
@@ -90,6 +91,7 @@ func (c *Client) applyAllocs(pulled []*structs.Allocation) {
 	}
 	d := diffAllocs(known, pulled)
 	for _, a := range d.added {
+		steptrace.Mark(a.ID, steptrace.AllocReceived)
 		r, err := c.newRunner(c.runnerConfig(a, false))
 		if err != nil {
 			c.logger.Error("cannot run alloc", "alloc_id", a.ID, "error", err)

@@ -15,6 +15,7 @@ import (
 	"github.com/berth-io/berth/client/pluginmanager/csimanager"
 	"github.com/berth-io/berth/helper"
 	"github.com/berth-io/berth/helper/crashpoint"
+	"github.com/berth-io/berth/helper/steptrace"
 	"github.com/berth-io/berth/nomad/structs"
 	"github.com/berth-io/berth/plugins/drivers"
 )
@@ -410,6 +411,7 @@ func (h *csiHook) setupVolume(ctx context.Context, name string) (*shared.CSIMoun
 		return nil, fmt.Errorf("volume %q (source %q): %w", name, source, err)
 	}
 	crashpoint.Hit(crashpoint.CSIPublished)
+	steptrace.Mark(h.alloc.ID, steptrace.Published)
 	st.Step, st.MountSource, st.IsDevice = csiVolumeMounted, mi.Source, mi.IsDevice
 	if err := h.saveVolume(name, st); err != nil {
 		return nil, err
@@ -493,7 +495,9 @@ func (h *csiHook) claim(ctx context.Context, name, source, pluginID string, vr *
 			WriteRequest: structs.WriteRequest{Namespace: h.namespace()},
 		}
 		var resp structs.CSIVolumeClaimResponse
+		steptrace.Mark(h.alloc.ID, steptrace.ClaimSent)
 		err := h.cfg.RPC(ctx, "CSIVolume.Claim", req, &resp)
+		steptrace.Mark(h.alloc.ID, steptrace.ClaimAnswered)
 		switch {
 		case err == nil && resp.Volume == nil:
 			return nil, fmt.Errorf("volume %q (source %q): the servers granted the claim without the volume", name, source)

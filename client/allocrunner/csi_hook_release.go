@@ -10,6 +10,7 @@ import (
 	"github.com/berth-io/berth/client/pluginmanager/csimanager"
 	"github.com/berth-io/berth/helper"
 	"github.com/berth-io/berth/helper/crashpoint"
+	"github.com/berth-io/berth/helper/steptrace"
 	"github.com/berth-io/berth/nomad/structs"
 )
 
@@ -181,6 +182,7 @@ func (h *csiHook) release(ctx context.Context, name string, st *csiVolumeState, 
 		if err := vm.UnmountVolume(ctx, ref, h.alloc.ID, &st.Usage); err != nil {
 			return err
 		}
+		steptrace.Mark(h.alloc.ID, steptrace.Unpublished)
 		st.Step = csiVolumeUnmounted
 		if err := h.saveVolume(name, st); err != nil {
 			return err
@@ -196,6 +198,7 @@ func (h *csiHook) release(ctx context.Context, name string, st *csiVolumeState, 
 	if err := h.cfg.RPC(ctx, "CSIVolume.Unpublish", req, &resp); err != nil && !errors.Is(err, structs.ErrNotFound) {
 		return fmt.Errorf("telling the servers volume %q is unpublished: %w", st.Source, err)
 	}
+	steptrace.Mark(h.alloc.ID, steptrace.ReleaseAnswered)
 	released()
 	return h.saveVolume(name, nil)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/berth-io/berth/client/allocrunner/taskrunner"
 	"github.com/berth-io/berth/client/state"
 	"github.com/berth-io/berth/helper"
+	"github.com/berth-io/berth/helper/steptrace"
 	"github.com/berth-io/berth/nomad/structs"
 )
 
@@ -163,6 +164,7 @@ func (r *Runner) postrun() {
 	if exited {
 		return
 	}
+	steptrace.Mark(r.id, steptrace.PostrunStarted)
 	var pending []PostrunHook
 	for _, h := range slices.Backward(r.hooks) {
 		if ph, ok := h.(PostrunHook); ok {

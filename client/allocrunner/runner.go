@@ -15,6 +15,7 @@ import (
 	"github.com/berth-io/berth/client/logs"
 	"github.com/berth-io/berth/client/state"
 	"github.com/berth-io/berth/helper"
+	"github.com/berth-io/berth/helper/steptrace"
 	"github.com/berth-io/berth/nomad/structs"
 	"github.com/berth-io/berth/plugins/drivers"
 )
@@ -128,8 +129,11 @@ func New(cfg *Config) (*Runner, error) {
 			return nil, fmt.Errorf("restoring alloc %s: %w", a.ID, err)
 		}
 		r.tasksExited = st != nil && st.TasksExited
-	} else if err := cfg.DB.PutAlloc(a); err != nil {
-		return nil, fmt.Errorf("persisting alloc %s: %w", a.ID, err)
+	} else {
+		if err := cfg.DB.PutAlloc(a); err != nil {
+			return nil, fmt.Errorf("persisting alloc %s: %w", a.ID, err)
+		}
+		steptrace.Mark(a.ID, steptrace.AllocPersisted)
 	}
 
 	res := shared.NewHookResources()
@@ -218,6 +222,9 @@ func (r *Runner) taskStateUpdated() {
 // with a higher AllocModifyIndex, updates it again.
 func (r *Runner) Update(a *structs.Allocation) {
 	a = a.Copy()
+	if a.DesiredStatus != structs.AllocDesiredStatusRun {
+		steptrace.Mark(a.ID, steptrace.StopReceived)
+	}
 	r.lock.Lock()
 	r.alloc = a
 	r.lock.Unlock()

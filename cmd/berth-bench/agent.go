@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/berth-io/berth/api"
+	"github.com/berth-io/berth/helper/steptrace"
 )
 
 // agentConfig is the agent's config file: server and client in one
@@ -58,6 +59,8 @@ type agent struct {
 	logPath string
 	api     *api.Client
 	nodeID  string
+	// tracePath is the file of the client's step trace.
+	tracePath string
 
 	cmd *exec.Cmd
 	// done is closed once the process has exited and waitErr is set.
@@ -103,6 +106,9 @@ func spawnAgent(bin, dir, config string, httpPort int) (*agent, error) {
 	}
 	defer logFile.Close() // the child has its own descriptor
 	a.cmd = exec.Command(bin, "agent", "-config", cfgPath)
+	// The client's step trace (steps.go); a binary without it ignores it.
+	a.tracePath = filepath.Join(dir, "steps.trace")
+	a.cmd.Env = append(os.Environ(), steptrace.EnvFile+"="+a.tracePath)
 	a.cmd.Stdout, a.cmd.Stderr = logFile, logFile
 	// Its own process group, so a Ctrl-C at the terminal reaches only the
 	// bench, which stops the jobs before the agent. Should the bench die

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-io/berth/api"
+	"github.com/berth-io/berth/helper/steptrace"
 )
 
 // Deadlines of the steps that wait on the agent.
@@ -38,6 +39,8 @@ type bench struct {
 	// claim step (WAL append + gRPC call + bind-mount pair). 0 when not
 	// measured.
 	walP50, fixed time.Duration
+	// steps is the step breakdown the claim rows add to.
+	steps []stepRow
 }
 
 // newBench makes the temp dir everything of the run lives in. Its path is
@@ -88,6 +91,7 @@ func (b *bench) run(ctx context.Context) (*results, error) {
 			return nil, err
 		}
 		res.Rows = append(res.Rows, rows...)
+		res.Steps = b.steps
 		select {
 		case <-b.agent.done:
 			res.Notes = append(res.Notes, fmt.Sprintf("the agent exited during the run (%v); the last lines of its log:\n%s",
@@ -142,14 +146,43 @@ func (b *bench) registerRows(ctx context.Context) []row {
 	return append(rows, samplesRow(rowList, listName, kindLatency, n, lists, 0, err))
 }
 
-// oneAllocRows runs the one-alloc job cfg.claims times.
+// oneAllocRows runs the one-alloc job cfg.claims times, and adds the
+// median of each leg of its claim and stop paths to the step breakdown.
 func (b *bench) oneAllocRows(ctx context.Context) []row {
 	b.progress("one alloc, %d times: claim → published, then stop → claim freed...", b.cfg.claims)
-	pub, freed, err := b.measureOneAlloc(ctx)
+	pub, freed, runs, err := b.measureOneAlloc(ctx)
+	var exitFreed []time.Duration
+	if err == nil {
+		tr, terr := readTrace(b.agent.tracePath)
+		if terr != nil {
+			err = terr
+		}
+		for _, a := range runs {
+			exited := exitedAt(a, tr)
+			if exited.IsZero() {
+				err = fmt.Errorf("alloc %s: no time of its task's exit (no trace mark, no Terminated event)", a.ID)
+				break
+			}
+			exitFreed = append(exitFreed, a.Freed.Sub(exited))
+		}
+		b.steps = append(b.steps, breakdown("claim path, 1 alloc", claimPath, runs, tr)...)
+		b.steps = append(b.steps, breakdown("stop path, 1 alloc", stopPath, runs, tr)...)
+	}
 	return []row{
 		samplesRow(rowClaimOne, "claim → NodePublish done, 1 alloc", kindLatency, 1, pub, b.fixed, err),
 		samplesRow(rowStopOne, "stop → claim freed, 1 alloc", kindLatency, 1, freed, b.fixed, err),
+		samplesRow(rowExitFreedOne, "task exited → claim freed, 1 alloc", kindLatency, 1, exitFreed, 0, err),
 	}
+}
+
+// exitedAt is when an alloc's task exited: the trace's mark when the
+// client wrote one, else its Terminated event (a little later: after the
+// driver released the task).
+func exitedAt(a allocTimes, tr traceMarks) time.Time {
+	if t, ok := tr[a.ID][steptrace.TaskExited]; ok {
+		return t
+	}
+	return a.Exited
 }
 
 // manyRows starts and stops a job of m allocs for each m of cfg.many, one
@@ -158,7 +191,14 @@ func (b *bench) manyRows(ctx context.Context) []row {
 	var rows []row
 	for _, m := range b.cfg.many {
 		b.progress("%d allocs with a volume each: start them, then stop → claims freed...", m)
-		pub, freed, total, err := b.measureMany(ctx, m)
+		pub, freed, total, runs, err := b.measureMany(ctx, m)
+		if err == nil {
+			if tr, terr := readTrace(b.agent.tracePath); terr == nil {
+				slowPub, slowFreed := slowest(runs)
+				b.steps = append(b.steps, breakdown(fmt.Sprintf("claim path, slowest publish of %d", m), claimPath, slowPub, tr)...)
+				b.steps = append(b.steps, breakdown(fmt.Sprintf("stop path, last freed of %d", m), stopPath, slowFreed, tr)...)
+			}
+		}
 		stop := samplesRow(rowStopMany, fmt.Sprintf("stop → claims freed, %d allocs", m), kindTotal, m, freed, 0, err)
 		stop.Total = total
 		rows = append(rows,
@@ -399,56 +439,94 @@ func (b *bench) listVolumes(ctx context.Context) ([]time.Duration, error) {
 
 // measureOneAlloc runs the one-alloc job cfg.claims times and returns the
 // claim → published and stop → freed latencies of each run.
-func (b *bench) measureOneAlloc(ctx context.Context) (pub, freed []time.Duration, err error) {
+func (b *bench) measureOneAlloc(ctx context.Context) (pub, freed []time.Duration, runs []allocTimes, err error) {
 	if _, err := b.agent.api.CSIVolumes().Register(benchVolume(claimVolume), writeOpts(ctx)); err != nil {
-		return nil, nil, fmt.Errorf("registering volume %s: %w", claimVolume, err)
+		return nil, nil, nil, fmt.Errorf("registering volume %s: %w", claimVolume, err)
 	}
 	for i := range b.cfg.claims {
-		p, f, err := b.oneAllocRun(ctx)
+		at, err := b.oneAllocRun(ctx)
 		if err != nil {
-			return nil, nil, fmt.Errorf("run %d of %d: %w", i+1, b.cfg.claims, err)
+			return nil, nil, nil, fmt.Errorf("run %d of %d: %w", i+1, b.cfg.claims, err)
 		}
-		pub, freed = append(pub, p), append(freed, f)
+		pub, freed = append(pub, at.Mounted.Sub(at.Created)), append(freed, at.Freed.Sub(at.Stopped))
+		runs = append(runs, at)
 	}
-	return pub, freed, nil
+	return pub, freed, runs, nil
 }
 
 // oneAllocRun is one run: register the job, wait for the mount and the
-// running task, stop it, wait for the claim to be freed, purge it.
-func (b *bench) oneAllocRun(ctx context.Context) (pub, freed time.Duration, err error) {
+// running task, stop it, wait for the claim to be freed, read when the
+// task exited, purge the job.
+func (b *bench) oneAllocRun(ctx context.Context) (allocTimes, error) {
 	c := b.agent.api
+	var at allocTimes
 	if _, _, err := c.Jobs().Register(workJob(claimJobID, claimVolume, 1, false), writeOpts(ctx)); err != nil {
-		return 0, 0, fmt.Errorf("registering job %s: %w", claimJobID, err)
+		return at, fmt.Errorf("registering job %s: %w", claimJobID, err)
 	}
 	mounted, err := b.waitRunning(ctx, claimJobID, 1, oneAllocTimeout)
 	if err != nil {
-		return 0, 0, err
+		return at, err
 	}
 	created, err := b.claimTimes(ctx, claimVolume)
 	if err != nil {
-		return 0, 0, err
+		return at, err
 	}
-	for allocID, at := range mounted {
+	for allocID, m := range mounted {
 		ct, ok := created[allocID]
 		if !ok {
-			return 0, 0, fmt.Errorf("volume %s has no claim of alloc %s, whose task reported it mounted", claimVolume, allocID)
+			return at, fmt.Errorf("volume %s has no claim of alloc %s, whose task reported it mounted", claimVolume, allocID)
 		}
-		pub = at.Sub(ct)
+		at.ID, at.Created, at.Mounted = allocID, ct, m
 	}
 
 	if _, _, err := c.Jobs().Deregister(claimJobID, false, writeOpts(ctx)); err != nil {
-		return 0, 0, fmt.Errorf("stopping job %s: %w", claimJobID, err)
+		return at, fmt.Errorf("stopping job %s: %w", claimJobID, err)
 	}
-	stopped := time.Now()
+	at.Stopped = time.Now()
 	freedAt, err := b.waitFreed(ctx, claimVolume, 1, oneAllocTimeout)
 	if err != nil {
-		return 0, 0, err
+		return at, err
 	}
-	freed = freedAt[claimVolume].Sub(stopped)
+	at.Freed = freedAt[claimVolume]
+	if at.Exited, err = b.terminatedAt(ctx, at.ID); err != nil {
+		return at, err
+	}
 	if _, _, err := c.Jobs().Deregister(claimJobID, true, writeOpts(ctx)); err != nil {
-		return 0, 0, fmt.Errorf("purging job %s: %w", claimJobID, err)
+		return at, fmt.Errorf("purging job %s: %w", claimJobID, err)
 	}
-	return pub, freed, nil
+	return at, nil
+}
+
+// terminatedAt is the time of the work task's Terminated event, zero when
+// it has none.
+func (b *bench) terminatedAt(ctx context.Context, allocID string) (time.Time, error) {
+	a, _, err := b.agent.api.Allocations().Info(allocID, queryOpts(ctx))
+	if err != nil {
+		return time.Time{}, fmt.Errorf("reading alloc %s: %w", allocID, err)
+	}
+	if st := a.TaskStates[workTask]; st != nil {
+		for _, e := range st.Events {
+			if e != nil && e.Type == taskTerminatedEvent {
+				return time.Unix(0, e.Time), nil
+			}
+		}
+	}
+	return time.Time{}, nil
+}
+
+// slowest returns the alloc that published last after its claim and the
+// one whose claim was freed last after the stop, each as a list of one
+// (none of an empty list). It is pure.
+func slowest(runs []allocTimes) (pub, freed []allocTimes) {
+	for _, a := range runs {
+		if len(pub) == 0 || a.Mounted.Sub(a.Created) > pub[0].Mounted.Sub(pub[0].Created) {
+			pub = []allocTimes{a}
+		}
+		if len(freed) == 0 || a.Freed.Sub(a.Stopped) > freed[0].Freed.Sub(freed[0].Stopped) {
+			freed = []allocTimes{a}
+		}
+	}
+	return pub, freed
 }
 
 // manyNames returns the job ID and the per_alloc volume name of the job of
@@ -462,56 +540,60 @@ func manyNames(m int) (jobID, volume string) {
 // returns each alloc's claim → published latency, then stops it and
 // returns how long after the stop each volume's claim was freed, and when
 // the last one was.
-func (b *bench) measureMany(ctx context.Context, m int) (pub, freed []time.Duration, total time.Duration, err error) {
+func (b *bench) measureMany(ctx context.Context, m int) (pub, freed []time.Duration, total time.Duration, runs []allocTimes, err error) {
 	c := b.agent.api
 	manyJobID, manyVolume := manyNames(m)
 	for i := range m {
 		id := fmt.Sprintf("%s[%d]", manyVolume, i)
 		if _, err := c.CSIVolumes().Register(benchVolume(id), writeOpts(ctx)); err != nil {
-			return nil, nil, 0, fmt.Errorf("registering volume %s: %w", id, err)
+			return nil, nil, 0, nil, fmt.Errorf("registering volume %s: %w", id, err)
 		}
 	}
 	if _, _, err := c.Jobs().Register(workJob(manyJobID, manyVolume, m, true), writeOpts(ctx)); err != nil {
-		return nil, nil, 0, fmt.Errorf("registering job %s: %w", manyJobID, err)
+		return nil, nil, 0, nil, fmt.Errorf("registering job %s: %w", manyJobID, err)
 	}
 	mounted, err := b.waitRunning(ctx, manyJobID, m, manyAllocsTimeout)
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, nil, 0, nil, err
 	}
 	for i := range m {
 		id := fmt.Sprintf("%s[%d]", manyVolume, i)
 		created, err := b.claimTimes(ctx, id)
 		if err != nil {
-			return nil, nil, 0, err
+			return nil, nil, 0, nil, err
 		}
 		for allocID, ct := range created {
 			if at, ok := mounted[allocID]; ok {
 				pub = append(pub, at.Sub(ct))
+				runs = append(runs, allocTimes{ID: allocID, Created: ct, Mounted: at, Volume: id})
 			}
 		}
 	}
 	if len(pub) != m {
-		return nil, nil, 0, fmt.Errorf("matched %d of %d mounted allocs with their volume's claim", len(pub), m)
+		return nil, nil, 0, nil, fmt.Errorf("matched %d of %d mounted allocs with their volume's claim", len(pub), m)
 	}
 
 	b.progress("all %d running with their volume mounted; stopping the job...", m)
 	if _, _, err := c.Jobs().Deregister(manyJobID, false, writeOpts(ctx)); err != nil {
-		return nil, nil, 0, fmt.Errorf("stopping job %s: %w", manyJobID, err)
+		return nil, nil, 0, nil, fmt.Errorf("stopping job %s: %w", manyJobID, err)
 	}
 	stopped := time.Now()
 	freedAt, err := b.waitFreed(ctx, manyVolume+"[", m, manyAllocsTimeout)
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, nil, 0, nil, err
 	}
 	for _, at := range freedAt {
 		d := at.Sub(stopped)
 		freed = append(freed, d)
 		total = max(total, d)
 	}
-	if _, _, err := c.Jobs().Deregister(manyJobID, true, writeOpts(ctx)); err != nil {
-		return nil, nil, 0, fmt.Errorf("purging job %s: %w", manyJobID, err)
+	for i := range runs {
+		runs[i].Stopped, runs[i].Freed = stopped, freedAt[runs[i].Volume]
 	}
-	return pub, freed, total, nil
+	if _, _, err := c.Jobs().Deregister(manyJobID, true, writeOpts(ctx)); err != nil {
+		return nil, nil, 0, nil, fmt.Errorf("purging job %s: %w", manyJobID, err)
+	}
+	return pub, freed, total, runs, nil
 }
 
 // waitRunning waits, with blocking queries on the job's allocs, until

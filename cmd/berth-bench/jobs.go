@@ -14,6 +14,9 @@ import (
 const (
 	csiVolumeEvent = "CSI Volume"
 	csiStepMounted = "mounted"
+	// taskTerminatedEvent is the task event the client records when the
+	// driver reports the task's exit.
+	taskTerminatedEvent = "Terminated"
 )
 
 func ptr[T any](v T) *T { return &v }

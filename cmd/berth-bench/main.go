@@ -66,6 +66,9 @@
 //     to a blocking query on the volume showing no live claim: task
 //     killed, NodeUnpublish, NodeUnstage, Unpublish RPC, the claim's steps
 //     through Raft to freed.
+//   - task exited → claim freed (1 alloc): in the same runs, from the
+//     task's exit (the client's step trace, else its Terminated event) to
+//     the same blocking query: the part of the stop the orchestrator adds.
 //   - claim → NodePublish done (K allocs, for each K of -many, 10 and 100
 //     by default): one job, count = K, each alloc with its own volume
 //     (volume "data" { per_alloc = true }, so alloc i of bench-many-100
@@ -75,6 +78,11 @@
 //   - stop → claims freed (K allocs): once all K tasks run, stop that
 //     job; a blocking query on the volume list records when each volume's
 //     last claim went; p50 is when half were free, total when all were.
+//
+// Under the table, "where the time goes": the agent runs with
+// $BERTH_STEP_TRACE (helper/steptrace), so its client marks each step of
+// every alloc's claim cycle; the p50 of each leg between two steps over
+// the one-alloc runs, and the legs of the slowest alloc of the -many job.
 //
 // The floor column of the claim and stop rows is one WAL append + one
 // gRPC call + one bind-mount pair: the fixed cost of one durable claim step

@@ -10,6 +10,7 @@ const (
 	rowList          = "list"
 	rowClaimOne      = "claim_publish_1"
 	rowStopOne       = "stop_freed_1"
+	rowExitFreedOne  = "exit_freed_1"
 	rowClaimMany     = "claim_publish_many"
 	rowStopMany      = "stop_freed_many"
 	rowJobRunning    = "job_running"
@@ -21,7 +22,7 @@ const (
 )
 
 var rowOrder = []string{
-	rowRegister, rowRegisterTotal, rowRegisterBatch, rowList, rowClaimOne, rowStopOne, rowClaimMany, rowStopMany,
+	rowRegister, rowRegisterTotal, rowRegisterBatch, rowList, rowClaimOne, rowStopOne, rowExitFreedOne, rowClaimMany, rowStopMany,
 	rowJobRunning, rowFailover, rowClientRestart,
 	rowFloorWAL, rowFloorGRPC, rowFloorMount,
 }

@@ -53,6 +53,8 @@ type results struct {
 	Notes []string
 	// Runs is how many whole runs the rows are the median of (0 or 1: one).
 	Runs int
+	// Steps is where the claim rows' time goes (steps.go).
+	Steps []stepRow
 }
 
 func (r *results) failed() bool {
@@ -226,6 +228,7 @@ func writeTable(w io.Writer, r *results) error {
 	if len(errs) > 0 {
 		fmt.Fprintf(w, "\nfailed rows:\n%s\n", strings.Join(errs, "\n"))
 	}
+	writeSteps(w, r.Steps)
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "\nnote: %s\n", n)
 	}
@@ -269,13 +272,14 @@ type jsonResults struct {
 	Rows       []jsonRow `json:"rows"`
 	Runs       int       `json:"runs,omitempty"`
 	Notes      []string  `json:"notes,omitempty"`
+	Steps      []stepRow `json:"steps,omitempty"`
 }
 
 // writeJSON prints the results as one JSON object.
 func writeJSON(w io.Writer, r *results) error {
 	out := jsonResults{
 		Started: r.Started.UTC(), CPUs: r.CPUs, DataDir: r.DataDir, FSType: r.FSType,
-		LoadBefore: r.LoadBefore, LoadAfter: r.LoadAfter, Rows: []jsonRow{}, Notes: r.Notes, Runs: r.Runs,
+		LoadBefore: r.LoadBefore, LoadAfter: r.LoadAfter, Rows: []jsonRow{}, Notes: r.Notes, Runs: r.Runs, Steps: r.Steps,
 	}
 	for _, x := range r.sortedRows() {
 		ref, applies := x.reference()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/berth-io/berth/client/logs"
+	"github.com/berth-io/berth/helper/steptrace"
 	"github.com/berth-io/berth/plugins/drivers"
 )
 
@@ -52,6 +53,7 @@ func (r *Runner) startTask() error {
 		}
 		return err
 	}
+	steptrace.Mark(r.alloc.ID, steptrace.TaskStarted)
 	// The handle is how a restarted client finds the task: persist it
 	// before anything else can fail or block.
 	if err := r.db.PutTaskHandle(r.alloc.ID, r.task.Name, h); err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/berth-io/berth/helper"
+	"github.com/berth-io/berth/helper/steptrace"
 	"github.com/berth-io/berth/plugins/drivers"
 )
 
@@ -35,7 +36,9 @@ func (r *Runner) waitTask() (*drivers.ExitResult, waitOutcome) {
 		ev := r.killEvent
 		r.stateLock.Unlock()
 		r.updateState(withDetail(ev, "kill_timeout", r.killTimeout.String()), nil)
+		steptrace.Mark(r.alloc.ID, steptrace.KillSent)
 		res := r.stopTask(ch)
+		steptrace.Mark(r.alloc.ID, steptrace.TaskExited)
 		if r.shutdownCtx.Err() != nil && res == nil {
 			return nil, outcomeShutdown
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/berth-io/berth/helper/crashpoint"
 	"github.com/berth-io/berth/helper/keylock"
+	"github.com/berth-io/berth/helper/steptrace"
 	"github.com/berth-io/berth/nomad/structs"
 	"github.com/berth-io/berth/plugins/csi"
 )
@@ -247,6 +248,7 @@ func (v *volumeManager) mountLocked(ctx, callCtx context.Context, vol *structs.C
 				return nil, fmt.Errorf("staging at %q: %w", staging, err)
 			}
 			crashpoint.Hit(crashpoint.CSIStaged)
+			steptrace.Mark(allocID, steptrace.Staged)
 			rec.Staged = true
 			if err := v.usage.put(key, rec); err != nil {
 				return nil, err
