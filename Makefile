@@ -70,12 +70,14 @@ test: lint peers browser
 	$(MAKE) fuzz
 
 # sim runs the fault-schedule simulator (testutil/sim): SCHEDULES seeded
-# schedules from SEED_BASE, or SEED=<n> to replay one; first it checks
+# schedules from SEED_BASE, or SEED=<n> to replay one, or SEEDS=<n>,<m>,...
+# to replay a list at once (each violating one shrunk); first it checks
 # that it still finds every armed known bug. Its last line is
 # "sim: <N> schedules, <V> violations, <S> s"; it fails on any violation.
 SCHEDULES ?= 10000
 SEED_BASE ?= 1
 SEED      ?=
+SEEDS     ?=
 # SIM_PARALLEL one-server and SIM_PARALLEL3 three-server schedules run at
 # once (a schedule is mostly waiting; three servers' elections flap when
 # too many compete for the cores).
@@ -84,7 +86,7 @@ SIM_PARALLEL3 ?= 6
 sim:
 	@mkdir -p $(BIN)
 	$(GO) test -tags simbugs -count=1 -run '^TestSimFinds' ./testutil/sim/
-	@SCHEDULES=$(SCHEDULES) SEED_BASE=$(SEED_BASE) SEED=$(SEED) SIM_PARALLEL=$(SIM_PARALLEL) SIM_PARALLEL3=$(SIM_PARALLEL3) \
+	@SCHEDULES=$(SCHEDULES) SEED_BASE=$(SEED_BASE) SEED=$(SEED) SEEDS="$(SEEDS)" SIM_PARALLEL=$(SIM_PARALLEL) SIM_PARALLEL3=$(SIM_PARALLEL3) \
 		$(GO) test -count=1 -timeout 0 -v -run '^TestSim$$' ./testutil/sim/ >$(BIN)/sim.log 2>&1; rc=$$?; \
 	grep -v -e '^=== ' -e '^ *--- PASS' -e '^sim: ' -e '^PASS$$' -e '^ok ' $(BIN)/sim.log | tail -n 300; \
 	[ $$rc -eq 0 ] || echo "failed (exit $$rc); full log in $(BIN)/sim.log"; \

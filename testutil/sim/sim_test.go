@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +28,34 @@ func envInt(t *testing.T, name string, def uint64) uint64 {
 		t.Fatalf("%s=%q: want a non-negative integer: %v", name, s, err)
 	}
 	return n
+}
+
+// parseSeeds parses SEEDS: seeds separated by commas or spaces.
+func parseSeeds(list string) ([]uint64, error) {
+	var seeds []uint64
+	for _, f := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' }) {
+		n, err := strconv.ParseUint(f, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("SEEDS=%q: %q is not a seed; want non-negative integers separated by commas, e.g. SEEDS=41635,41530", list, f)
+		}
+		seeds = append(seeds, n)
+	}
+	if len(seeds) == 0 {
+		return nil, fmt.Errorf("SEEDS=%q lists no seed; want e.g. SEEDS=41635,41530", list)
+	}
+	return seeds, nil
+}
+
+func TestParseSeeds(t *testing.T) {
+	seeds, err := parseSeeds(" 41635,41530 7\n")
+	if err != nil || !slices.Equal(seeds, []uint64{41635, 41530, 7}) {
+		t.Fatalf("parseSeeds: %v, %v", seeds, err)
+	}
+	for _, bad := range []string{"41635,x", ",", "-1"} {
+		if _, err := parseSeeds(bad); err == nil || !strings.Contains(err.Error(), "SEEDS=") {
+			t.Errorf("parseSeeds(%q): want an error naming SEEDS, got %v", bad, err)
+		}
+	}
 }
 
 // runOne runs s in a subtest of its own (which owns the cluster) and
@@ -143,7 +172,8 @@ func parallelism(t *testing.T) (one, three int) {
 }
 
 // TestSim runs SCHEDULES seeded schedules (seeds SEED_BASE, SEED_BASE+1,
-// ...), or replays the one schedule of SEED. It
+// ...), or replays the one schedule of SEED, or the list of SEEDS (all at
+// once, as a run would, each violating one shrunk: triage under load). It
 // prints "sim: <N> schedules, <V> violations, <S> s" for `make sim`.
 // Without SCHEDULES it runs defaultSchedules, the share of `make test`.
 func TestSim(t *testing.T) {
@@ -151,9 +181,15 @@ func TestSim(t *testing.T) {
 	base := envInt(t, "SEED_BASE", 1)
 	budget := int(envInt(t, "SHRINK_BUDGET", 16))
 	seeds := make([]uint64, 0, n)
-	if os.Getenv("SEED") != "" {
+	switch {
+	case os.Getenv("SEEDS") != "":
+		var err error
+		if seeds, err = parseSeeds(os.Getenv("SEEDS")); err != nil {
+			t.Fatal(err)
+		}
+	case os.Getenv("SEED") != "":
 		seeds = append(seeds, envInt(t, "SEED", 0))
-	} else {
+	default:
 		for i := range n {
 			seeds = append(seeds, base+i)
 		}
@@ -168,11 +204,17 @@ func TestSim(t *testing.T) {
 	}
 	results, total := runBatch(t, scheds)
 	violating, done := 0, len(scheds)
+	var bad []string
 	for i, vs := range results {
 		if len(vs) > 0 {
 			violating++
+			bad = append(bad, strconv.FormatUint(scheds[i].Seed, 10))
 			report(t, scheds[i], vs, budget)
 		}
+	}
+	if len(bad) > 0 {
+		// One line to replay them all together, under the same load.
+		t.Logf("violating seeds: SEEDS=%s", strings.Join(bad, ","))
 	}
 	// A run that published nothing checked nothing.
 	if total.Publishes == 0 {
