@@ -32,7 +32,9 @@
 //	3 every claim of a terminal alloc is freed; a claim at
 //	  needs-operator is a violation unless the schedule injected a
 //	  final error into an RPC of its blocked step
-//	4 publications on each node ⇔ claims of live allocs
+//	4 publications and controller attachments on each node ⇔ claims
+//	  of live allocs (an attachment whose ControllerUnpublish an
+//	  operator's detach skipped, as -force does, is left alone)
 //	5 a job no other job competes with, and no blocked claim holds, runs
 //	6 no panic: a panic in any server or client goroutine kills the test
 //	  binary, which fails the run

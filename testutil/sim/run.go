@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"sort"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/berth-io/berth/nomad/claims"
 	"github.com/berth-io/berth/nomad/state"
 	"github.com/berth-io/berth/nomad/structs"
 	"github.com/berth-io/berth/plugins/drivers/mock"
@@ -47,6 +49,11 @@ func RunStats(t testing.TB, s *Schedule) ([]Violation, Stats) {
 	w := NewWitness(modes)
 	w.Profile = s.Profile
 	t0 := time.Now()
+	if os.Getenv("SIM_TRACE") != "" {
+		w.Trace = func(format string, args ...any) {
+			t.Logf("trace %6dms "+format, append([]any{time.Since(t0).Milliseconds()}, args...)...)
+		}
+	}
 	c, err := start(t, s, w)
 	t1 := time.Now()
 	if err != nil {
@@ -139,6 +146,9 @@ func (r *runner) job(o Op) *structs.Job {
 // is a legitimate answer. The checks judge the outcome.
 func (r *runner) do(o Op) {
 	c := r.c
+	if r.w.Trace != nil {
+		r.w.Trace("op %s", o)
+	}
 	switch o.Kind {
 	case OpRunJob:
 		// A register refused (no leader during a failover) is not judged
@@ -335,6 +345,7 @@ func (r *runner) heal() {
 // alloc still runs.
 func (r *runner) watchClaims(stop <-chan struct{}) {
 	seen := map[string]bool{}
+	steps := map[string]string{} // SIM_TRACE: each claim's last step seen
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -344,12 +355,24 @@ func (r *runner) watchClaims(stop <-chan struct{}) {
 		case <-tick.C:
 		}
 		for _, v := range r.volumes() {
+			if r.w.Trace != nil {
+				for _, cl := range v.Claims {
+					st := fmt.Sprintf("%s node=%s err=%q reason=%q", cl.Step, cl.NodeID[:min(8, len(cl.NodeID))], cl.LastError, cl.ReleaseReason)
+					if k := v.ID + "/" + cl.AllocID; steps[k] != st {
+						steps[k] = st
+						r.w.Trace("claim %s alloc=%s %s", v.ID, cl.AllocID, st)
+					}
+				}
+			}
 			for _, pc := range v.PastClaims {
 				key := v.ID + "/" + pc.AllocID
 				if seen[key] || pc.Step != structs.CSIClaimFreed {
 					continue
 				}
 				seen[key] = true
+				if r.w.Trace != nil {
+					r.w.Trace("claim %s alloc=%s freed reason=%q", v.ID, pc.AllocID, pc.ReleaseReason)
+				}
 				if pc.ReleaseReason != "" {
 					continue // detach -force, a node's deadline: recorded
 				}
@@ -495,15 +518,23 @@ func (r *runner) endState() []Violation {
 		}
 	}
 	// Controller attachments ⇔ live claims on that node.
+	byExt := map[string]*structs.CSIVolume{}
+	for _, v := range r.volumes() {
+		byExt[v.ExternalID] = v
+	}
+	nodeID := map[string]string{}
+	for _, n := range r.c.nodes {
+		nodeID[n.name] = n.id
+	}
 	for _, a := range r.w.Attached() {
-		vol, node := strings.TrimPrefix(a[0], "ext-"), strings.TrimPrefix(a[1], "ext-")
+		vol, node := strings.TrimPrefix(a.Vol, "ext-"), strings.TrimPrefix(a.Node, "ext-")
 		found := false
 		for k := range claimed {
-			if strings.HasPrefix(k, node+"/"+a[0]+"/") {
+			if strings.HasPrefix(k, node+"/"+a.Vol+"/") {
 				found = true
 			}
 		}
-		if !found && !blocked[vol] {
+		if !found && !blocked[vol] && !abandonedByOperator(byExt[a.Vol], nodeID[node], a.Since) {
 			out = append(out, Violation{Check: CheckMounts, Msg: fmt.Sprintf(
 				"volume %s is controller-published to %s, where no live alloc claims it", vol, node)})
 		}
@@ -511,6 +542,34 @@ func (r *runner) endState() []Violation {
 	out = append(out, r.runsCheck(st, blocked)...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Msg < out[j].Msg })
 	return out
+}
+
+// abandonedByOperator reports whether the servers record that an
+// operator's `volume detach` gave up the ControllerUnpublish of vol from
+// the node nodeID after the attachment was made (since): a claim on that
+// node went from needs-operator straight to controller-detached, with
+// -force or because the plugin said it does not implement the RPC
+// (claims.Detach). The attachment left behind is then the operator's
+// choice, which DESIGN §4 documents, not a leak (seed 41635: a final
+// ControllerUnpublish error, then `volume detach -force`). A later
+// ControllerPublish to the node belongs to a later claim and is judged.
+func abandonedByOperator(vol *structs.CSIVolume, nodeID string, since time.Time) bool {
+	if vol == nil || nodeID == "" {
+		return false
+	}
+	for _, c := range slices.Concat(vol.PastClaims, slices.Collect(maps.Values(vol.Claims))) {
+		if c.NodeID != nodeID {
+			continue
+		}
+		for _, h := range c.History {
+			if h.From == structs.CSIClaimNeedsOperator && h.To == structs.CSIClaimControllerDetached &&
+				(h.Reason == claims.ReasonDetachForce || h.Reason == claims.ReasonOperatorSkipped) &&
+				h.Time >= since.UnixNano() {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // finalAllowed: a claim may need an operator when the schedule injected a

@@ -57,6 +57,9 @@ type Witness struct {
 	// Profile is what the plugins advertise: an RPC outside it is a
 	// violation (check 7).
 	Profile Profile
+	// Trace, when set (SIM_TRACE=1), sees every plugin call as a line:
+	// what a violation's schedule did, call by call, to trace it.
+	Trace func(format string, args ...any)
 
 	// mu guards the fields below.
 	mu         sync.Mutex
@@ -64,7 +67,7 @@ type Witness struct {
 	excused    map[string]string                      // volume → why (detach -force)
 	pubs       map[string]Pub                         // by node + target path
 	mounts     map[string]bool                        // staging and target paths in place
-	attached   map[string]bool                        // controller-published: external volume ID + "\x00" + external node ID
+	attached   map[string]time.Time                   // controller-published (last ControllerPublish): external volume ID + "\x00" + external node ID
 	violations []Violation
 	stats      Stats
 	lastVolRPC time.Time // the last volume RPC (publish, stage, ...) any plugin saw
@@ -75,7 +78,7 @@ type Witness struct {
 func NewWitness(modes map[string]structs.CSIVolumeAccessMode) *Witness {
 	return &Witness{
 		Running: func(a string) []string { return mock.Running(a + "/") },
-		modes:   modes, excused: map[string]string{}, pubs: map[string]Pub{}, mounts: map[string]bool{}, attached: map[string]bool{},
+		modes:   modes, excused: map[string]string{}, pubs: map[string]Pub{}, mounts: map[string]bool{}, attached: map[string]time.Time{},
 	}
 }
 
@@ -120,7 +123,7 @@ func (w *Witness) Stats() Stats {
 func (w *Witness) attach(vol, node string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.attached[vol+"\x00"+node] = true
+	w.attached[vol+"\x00"+node] = time.Now()
 	if _, ok := w.excused[vol]; ok || !w.modes[vol].SingleNode() {
 		return
 	}
@@ -156,15 +159,22 @@ func (w *Witness) detach(vol, extNode string) {
 // extNodeID is the plugin's node ID of a simulated node.
 func extNodeID(node string) string { return "ext-" + node }
 
-// Attached returns the controller attachments in place, as external
-// volume ID and external node ID pairs.
-func (w *Witness) Attached() [][2]string {
+// Attachment is a controller attachment in place: the external volume
+// and node IDs, and when the last ControllerPublish of the pair
+// succeeded.
+type Attachment struct {
+	Vol, Node string
+	Since     time.Time
+}
+
+// Attached returns the controller attachments in place.
+func (w *Witness) Attached() []Attachment {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var out [][2]string
-	for k := range w.attached {
+	var out []Attachment
+	for k, at := range w.attached {
 		v, n, _ := strings.Cut(k, "\x00")
-		out = append(out, [2]string{v, n})
+		out = append(out, Attachment{Vol: v, Node: n, Since: at})
 	}
 	return out
 }
@@ -240,6 +250,13 @@ func allocOf(target string) string {
 // Observer returns the fake.Plugin observer of node's plugin.
 func (w *Witness) Observer(node string) func(fake.Call) {
 	return func(c fake.Call) {
+		if w.Trace != nil && !strings.HasPrefix(c.Method, "Probe") && !strings.HasPrefix(c.Method, "Get") {
+			if c.Done {
+				w.Trace("%s %s done err=%v %s", node, c.Method, c.Err, traceReq(c.Req))
+			} else {
+				w.Trace("%s %s begin %s", node, c.Method, traceReq(c.Req))
+			}
+		}
 		w.mu.Lock()
 		if c.Done && c.Err != nil {
 			w.stats.Failed++
@@ -378,6 +395,25 @@ func (p Profile) forbids(c fake.Call) string {
 		if !p.StageUnstage {
 			return "the node plugin does not advertise STAGE_UNSTAGE_VOLUME"
 		}
+	}
+	return ""
+}
+
+// traceReq is the part of a CSI request a trace line shows.
+func traceReq(m any) string {
+	switch r := m.(type) {
+	case *csipb.NodePublishVolumeRequest:
+		return fmt.Sprintf("vol=%s alloc=%s ro=%t", r.GetVolumeId(), allocOf(r.GetTargetPath()), r.GetReadonly())
+	case *csipb.NodeUnpublishVolumeRequest:
+		return fmt.Sprintf("vol=%s alloc=%s", r.GetVolumeId(), allocOf(r.GetTargetPath()))
+	case *csipb.NodeStageVolumeRequest:
+		return fmt.Sprintf("vol=%s", r.GetVolumeId())
+	case *csipb.NodeUnstageVolumeRequest:
+		return fmt.Sprintf("vol=%s", r.GetVolumeId())
+	case *csipb.ControllerPublishVolumeRequest:
+		return fmt.Sprintf("vol=%s node=%s ro=%t", r.GetVolumeId(), r.GetNodeId(), r.GetReadonly())
+	case *csipb.ControllerUnpublishVolumeRequest:
+		return fmt.Sprintf("vol=%s node=%s", r.GetVolumeId(), r.GetNodeId())
 	}
 	return ""
 }

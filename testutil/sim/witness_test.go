@@ -3,12 +3,14 @@ package sim
 import (
 	"slices"
 	"testing"
+	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/shoenig/test/must"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/berth-io/berth/nomad/claims"
 	"github.com/berth-io/berth/nomad/structs"
 	"github.com/berth-io/berth/plugins/csi/fake"
 )
@@ -225,4 +227,40 @@ func TestGenerate_Partitions(t *testing.T) {
 		}
 	}
 	must.Positive(t, deadlines, must.Sprint("no schedule gives its clients a disconnect deadline"))
+}
+
+// TestAbandonedByOperator: check 4 leaves a controller attachment alone
+// only where the servers record that an operator's detach skipped its
+// ControllerUnpublish after it was made (seed 41635), never one a normal
+// release, another node's skip or a skip before the attachment left.
+func TestAbandonedByOperator(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	skip := func(node string, at time.Time, reason string) *structs.CSIVolumeClaim {
+		return &structs.CSIVolumeClaim{AllocID: "a", NodeID: node, Step: structs.CSIClaimFreed, History: []structs.CSIClaimTransition{
+			{From: structs.CSIClaimNodeDetached, To: structs.CSIClaimNeedsOperator, Time: at.Add(-time.Second).UnixNano()},
+			{From: structs.CSIClaimNeedsOperator, To: structs.CSIClaimControllerDetached, Time: at.UnixNano(), Reason: reason},
+			{From: structs.CSIClaimControllerDetached, To: structs.CSIClaimFreed, Time: at.UnixNano(), Reason: reason},
+		}}
+	}
+	normal := &structs.CSIVolumeClaim{AllocID: "a", NodeID: "n1", Step: structs.CSIClaimFreed, History: []structs.CSIClaimTransition{
+		{From: structs.CSIClaimNodeDetached, To: structs.CSIClaimControllerDetached, Time: t0.Add(time.Second).UnixNano()},
+	}}
+	for _, tc := range []struct {
+		name string
+		past *structs.CSIVolumeClaim
+		want bool
+	}{
+		{"forced skip after the attachment", skip("n1", t0.Add(time.Second), claims.ReasonDetachForce), true},
+		{"unimplemented step skipped", skip("n1", t0.Add(time.Second), claims.ReasonOperatorSkipped), true},
+		{"skip before the attachment was made again", skip("n1", t0.Add(-time.Second), claims.ReasonDetachForce), false},
+		{"skip on another node", skip("n2", t0.Add(time.Second), claims.ReasonDetachForce), false},
+		{"resumed by the operator, not skipped", skip("n1", t0.Add(time.Second), claims.ReasonOperatorResumed), false},
+		{"normal release", normal, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vol := &structs.CSIVolume{ID: "v0", PastClaims: []*structs.CSIVolumeClaim{tc.past}}
+			must.Eq(t, tc.want, abandonedByOperator(vol, "n1", t0))
+		})
+	}
+	must.False(t, abandonedByOperator(nil, "n1", t0))
 }
