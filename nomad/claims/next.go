@@ -146,7 +146,7 @@ func Next(vol *structs.CSIVolume, claim *structs.CSIVolumeClaim, alloc *structs.
 			return Action{Kind: Free, Reason: fmt.Sprintf(
 				"node %s finished unpublishing the volume for alloc %s, and the plugin needs no controller", claim.NodeID, claim.AllocID)}
 		}
-		if other := inUseOnNode(vol, claim); other != nil {
+		if other := inUseOnNode(vol, claim, needsController); other != nil {
 			return Action{Kind: Free, Reason: fmt.Sprintf(
 				"node %s finished unpublishing the volume for alloc %s; alloc %s still uses it there, "+
 					"so the last claim on the node detaches it through the controller", claim.NodeID, claim.AllocID, other.AllocID)}
@@ -275,15 +275,23 @@ func controllerStep(claim *structs.CSIVolumeClaim, now time.Time, releaseReason 
 }
 
 // inUseOnNode returns another claim of vol on claim's node that still
-// uses (or is about to use) the volume there, or nil. Claims that are
-// releasing do not count: each of them controller-unpublishes, which is
-// idempotent, so none is left attached.
-func inUseOnNode(vol *structs.CSIVolume, claim *structs.CSIVolumeClaim) *structs.CSIVolumeClaim {
+// uses the volume there and will controller-unpublish it when released,
+// or nil. Claims that are releasing do not count: each of them
+// controller-unpublishes, which is idempotent, so none is left attached.
+//
+// A Taken claim uses the volume. A Reserved one counts only once it may
+// have controller-published (ControllerPublished): a reservation whose
+// ControllerPublish failed for good (claims.PublishFailed clears it), or
+// that has not called it yet, is freed without ControllerUnpublish when
+// its alloc stops, so leaving the attachment to it left the volume
+// attached to a node no claim holds (seed 41530). Not counting it is safe:
+// its Claim publishes again under the volume's lock, after this release.
+func inUseOnNode(vol *structs.CSIVolume, claim *structs.CSIVolumeClaim, needsController bool) *structs.CSIVolumeClaim {
 	for _, c := range vol.LiveClaims() {
 		if c.AllocID == claim.AllocID || c.NodeID != claim.NodeID {
 			continue
 		}
-		if c.Step == structs.CSIClaimReserved || c.Step == structs.CSIClaimTaken {
+		if c.Step == structs.CSIClaimTaken || (c.Step == structs.CSIClaimReserved && published(c, needsController)) {
 			return c
 		}
 	}

@@ -173,6 +173,29 @@ func TestNextStep(t *testing.T) {
 			want: Action{Kind: Free},
 		},
 		{
+			// Seed 41530: the reservation is freed without
+			// ControllerUnpublish once its alloc stops, so the attachment
+			// must not be left to it.
+			name:  "node-detached: a reservation whose ControllerPublish failed for good does not hold the attachment",
+			claim: func(c *structs.CSIVolumeClaim) { c.Step = structs.CSIClaimNodeDetached }, alloc: "exited",
+			others: []*structs.CSIVolumeClaim{func() *structs.CSIVolumeClaim {
+				c := other(structs.CSIClaimReserved, stepNode)
+				c.ControllerPublished, c.Attempts, c.LastError = false, 1, "rpc error: code = Unimplemented"
+				return c
+			}()}, node: stepNodeNamed("ready"), needs: true,
+			want: Action{Kind: ControllerUnpublish},
+		},
+		{
+			name:  "node-detached: a reservation that has not published yet does not hold the attachment",
+			claim: func(c *structs.CSIVolumeClaim) { c.Step = structs.CSIClaimNodeDetached }, alloc: "exited",
+			others: []*structs.CSIVolumeClaim{func() *structs.CSIVolumeClaim {
+				c := other(structs.CSIClaimReserved, stepNode)
+				c.ControllerPublished, c.ExternalNodeID = false, ""
+				return c
+			}()}, node: stepNodeNamed("ready"), needs: true,
+			want: Action{Kind: ControllerUnpublish},
+		},
+		{
 			name:  "node-detached: another releasing claim on the node does not stop the unpublish",
 			claim: func(c *structs.CSIVolumeClaim) { c.Step = structs.CSIClaimNodeDetached }, alloc: "exited",
 			others: []*structs.CSIVolumeClaim{other(structs.CSIClaimNodeDetached, stepNode)}, node: stepNodeNamed("ready"), needs: true,

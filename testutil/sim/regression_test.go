@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -186,5 +187,70 @@ func TestRegression_ForcedDetachSkipsAFailedControllerUnpublish(t *testing.T) {
 	// The schedule proves something only if the attachment was left.
 	if st.Publishes == 0 {
 		t.Errorf("nothing was published: %+v", st)
+	}
+}
+
+// TestRegression_ReleaseLeftTheAttachmentToAReservation is seeds 41530 and
+// 40579 (neither replayed in 15 runs each, some under load): a volume was
+// left controller-published to a node where no claim held it. A claim
+// released while another claim of the volume was Reserved on the same
+// node was freed without ControllerUnpublish, leaving the attachment to
+// the reservation; but a reservation that has not published yet (40579:
+// its alloc stopped or was lost before it claimed) or whose publish
+// failed for good (41530: ControllerPublish Unimplemented) is itself
+// freed without ControllerUnpublish. A reservation now holds the
+// attachment only once it may have published (claims.inUseOnNode);
+// nomad/claims' TestNextStep reproduces it every time. Run with the
+// probe of the fix, 40579 took that path in 2 of 3 runs.
+func TestRegression_ReleaseLeftTheAttachmentToAReservation(t *testing.T) {
+	seed41530 := &Schedule{Seed: 41530, Nodes: 2, Servers: 1,
+		Profile: Profile{Controller: true, PublishUnpublish: true, StageUnstage: true},
+		Volumes: []Volume{
+			{ID: "v0", Mode: structs.CSIVolumeAccessModeMultiNodeMultiWriter},
+			{ID: "v1", Mode: structs.CSIVolumeAccessModeMultiNodeSingleWriter},
+		},
+		Ops: []Op{
+			{Kind: OpRunJob, Job: 0, Vol: 0},
+			{Kind: OpIneligible, Node: 1},
+			{Kind: OpDrain, Node: 1},
+			{Kind: OpRunJob, Job: 1, Vol: 0},
+			{Kind: FaultCtrl, Method: "ControllerPublishVolume", Code: codes.Unimplemented},
+			{Kind: FaultKill, Node: 1},
+			{Kind: FaultNode, Node: 0, Method: "NodeStageVolume", Hang: true},
+			{Kind: OpRunJob, Job: 2, Vol: 1, Batch: true},
+			{Kind: OpRunJob, Job: 3, Vol: 1},
+			{Kind: FaultLoseMnts, Node: 1},
+			{Kind: OpDrain, Node: 0},
+			{Kind: OpPurgeJob, Job: 0},
+			{Kind: OpPurgeJob, Job: 1},
+			{Kind: OpStopJob, Job: 2},
+		}}
+	seed40579 := &Schedule{Seed: 40579, Nodes: 2, Servers: 3, Profile: Profile{Controller: true, PublishUnpublish: true},
+		Volumes: []Volume{
+			{ID: "v0", Mode: structs.CSIVolumeAccessModeMultiNodeMultiWriter},
+			{ID: "v1", Mode: structs.CSIVolumeAccessModeMultiNodeSingleWriter, PerAlloc: true},
+		},
+		Ops: []Op{
+			{Kind: OpRunJob, Job: 0, Vol: 1, ReadOnly: true},
+			{Kind: OpWait, Wait: 317 * time.Millisecond},
+			{Kind: OpIneligible, Node: 1},
+			{Kind: OpRunJob, Job: 1, Vol: 1, ReadOnly: true},
+			{Kind: OpStopJob, Job: 1},
+			{Kind: OpRunJob, Job: 2, Vol: 1, ReadOnly: true},
+			{Kind: FaultHealCSI},
+			{Kind: FaultNode, Node: 0, Method: "NodePublishVolume", Code: codes.NotFound},
+			{Kind: OpGC},
+			{Kind: FaultNode, Node: 1, Method: "NodePublishVolume", Code: codes.InvalidArgument},
+			{Kind: OpWait, Wait: 366 * time.Millisecond},
+			{Kind: FaultKill, Node: 0},
+			{Kind: FaultHealCSI},
+			{Kind: FaultNode, Node: 0, Method: "NodeStageVolume", Code: codes.DeadlineExceeded},
+		}}
+	for _, s := range []*Schedule{seed41530, seed40579} {
+		t.Run(fmt.Sprintf("seed=%d", s.Seed), func(t *testing.T) {
+			if vs := Run(t, s); len(vs) > 0 {
+				t.Errorf("violations:\n%v", vs)
+			}
+		})
 	}
 }
