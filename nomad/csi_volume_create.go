@@ -101,7 +101,7 @@ func (v *CSIVolumeEndpoint) createOne(sc *scheduling, vol *structs.CSIVolume) (_
 				"(that keeps the data in the storage provider)", vol.ID, stateOf(existing), vol.ID)
 	}
 	if existing == nil {
-		if errs := prepareVolumeRegister(snap, vol, time.Now().UnixNano()); len(errs) > 0 {
+		if _, errs := prepareVolumeRegister(newRegisterReads(snap), vol, time.Now().UnixNano()); len(errs) > 0 {
 			return nil, 0, "", joinCoded(errs)
 		}
 	} else {
@@ -271,11 +271,11 @@ func (s *Server) canCreateDelete(vol *structs.CSIVolume, op string) error {
 }
 
 // validateWithController asks a controller of the plugin to confirm a new
-// volume's capabilities, for plugins that have controllers.
-func (s *Server) validateWithController(ctx context.Context, vol *structs.CSIVolume) error {
-	plugin, err := s.State().CSIPluginByID(nil, vol.PluginID)
-	if err != nil || plugin == nil || len(plugin.Controllers) == 0 {
-		return err
+// volume's capabilities, for plugins that have controllers. plugin is the
+// volume's plugin as the request read it.
+func (s *Server) validateWithController(ctx context.Context, vol *structs.CSIVolume, plugin *structs.CSIPlugin) error {
+	if plugin == nil || len(plugin.Controllers) == 0 {
+		return nil
 	}
 	validate := s.csiControllers.validate
 	if s.config.ControllerPublisher != nil {

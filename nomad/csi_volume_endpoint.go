@@ -51,10 +51,13 @@ func (v *CSIVolumeEndpoint) Register(args *structs.CSIVolumeRegisterRequest, rep
 		return err
 	}
 	now := time.Now().UnixNano()
+	reads := newRegisterReads(snap)
 	var (
 		errs []error
-		vols []*structs.CSIVolume
-		seen = map[string]bool{}
+		vols = make([]*structs.CSIVolume, 0, len(args.Volumes))
+		// existing[i] is what vols[i] replaces, nil for a new volume.
+		existing = make([]*structs.CSIVolume, 0, len(args.Volumes))
+		seen     = make(map[string]bool, len(args.Volumes))
 	)
 	for i, in := range args.Volumes {
 		if in == nil {
@@ -72,11 +75,12 @@ func (v *CSIVolumeEndpoint) Register(args *structs.CSIVolumeRegisterRequest, rep
 			continue
 		}
 		seen[key] = true
-		if verrs := prepareVolumeRegister(snap, vol, now); len(verrs) > 0 {
+		old, verrs := prepareVolumeRegister(reads, vol, now)
+		if len(verrs) > 0 {
 			errs = append(errs, verrs...)
 			continue
 		}
-		vols = append(vols, vol)
+		vols, existing = append(vols, vol), append(existing, old)
 	}
 	if len(errs) > 0 {
 		return joinCoded(errs)
@@ -87,14 +91,27 @@ func (v *CSIVolumeEndpoint) Register(args *structs.CSIVolumeRegisterRequest, rep
 	// no controller can be reached the volume is registered with a
 	// warning: operators may register volumes before the plugin's job is
 	// up, and the claim's ControllerPublish checks the volume again.
-	ctx, cancel := v.srv.csiContext()
-	defer cancel()
-	var warnings []string
-	for _, vol := range vols {
-		if existing, err := snap.CSIVolumeByID(nil, vol.Namespace, vol.ID); err != nil || existing != nil {
+	var (
+		ctx      context.Context
+		warnings []string
+	)
+	for i, vol := range vols {
+		if existing[i] != nil {
 			continue
 		}
-		err := v.srv.validateWithController(ctx, vol)
+		plugin, err := reads.plugin(vol.PluginID)
+		if err != nil {
+			return err
+		}
+		if plugin == nil || len(plugin.Controllers) == 0 {
+			continue
+		}
+		if ctx == nil {
+			var cancel context.CancelFunc
+			ctx, cancel = v.srv.csiContext()
+			defer cancel()
+		}
+		err = v.srv.validateWithController(ctx, vol, plugin)
 		switch {
 		case err == nil:
 		case structs.CodeOf(err) == structs.CodeRetryable:
@@ -106,7 +123,7 @@ func (v *CSIVolumeEndpoint) Register(args *structs.CSIVolumeRegisterRequest, rep
 	if len(errs) > 0 {
 		return joinCoded(errs)
 	}
-	if err := v.changeRegistered(snap, vols); err != nil {
+	if err := v.changeRegistered(vols, existing); err != nil {
 		return err
 	}
 	reply.Warnings = strings.Join(warnings, "\n")
@@ -142,17 +159,15 @@ func (v *CSIVolumeEndpoint) Register(args *structs.CSIVolumeRegisterRequest, rep
 // carried into vols. A new volume's mutable_parameters are set on the
 // provider's volume. Every refusal is reported before anything changes;
 // a failed plugin call stops the registration, naming the volumes that
-// did change.
-func (v *CSIVolumeEndpoint) changeRegistered(snap *state.StateSnapshot, vols []*structs.CSIVolume) error {
+// did change. existing[i] is the registered volume vols[i] replaces, nil
+// for a new one.
+func (v *CSIVolumeEndpoint) changeRegistered(vols, existing []*structs.CSIVolume) error {
 	var (
 		change []*structs.CSIVolume
 		errs   []error
 	)
-	for _, vol := range vols {
-		existing, err := snap.CSIVolumeByID(nil, vol.Namespace, vol.ID)
-		if err != nil {
-			return err
-		}
+	for i, vol := range vols {
+		existing := existing[i]
 		if existing == nil {
 			if len(vol.MutableParameters) > 0 {
 				if err := v.srv.canModify(vol, vol.MutableParameters); err != nil {
@@ -234,19 +249,45 @@ func (v *CSIVolumeEndpoint) changeOne(ctx context.Context, sc *scheduling, vol *
 	return nil
 }
 
+// registerReads answers a register's reads from one state snapshot, each
+// plugin read once however many volumes name it: a request of 1,000
+// volumes of one plugin read that plugin 2,000 times and each volume
+// three times.
+type registerReads struct {
+	snap    *state.StateSnapshot
+	plugins map[string]*structs.CSIPlugin // by ID; nil: not known
+}
+
+func newRegisterReads(snap *state.StateSnapshot) *registerReads {
+	return &registerReads{snap: snap, plugins: map[string]*structs.CSIPlugin{}}
+}
+
+// plugin is the plugin with the given ID, or nil when there is none.
+func (r *registerReads) plugin(id string) (*structs.CSIPlugin, error) {
+	if p, ok := r.plugins[id]; ok {
+		return p, nil
+	}
+	p, err := r.snap.CSIPluginByID(nil, id)
+	if err != nil {
+		return nil, err
+	}
+	r.plugins[id] = p
+	return p, nil
+}
+
 // prepareVolumeRegister validates vol against the plugin and the volume
-// it replaces, and fills in what the servers own. It returns every problem
-// it finds.
-func prepareVolumeRegister(snap *state.StateSnapshot, vol *structs.CSIVolume, now int64) []error {
+// it replaces, and fills in what the servers own. It returns the volume
+// vol replaces (nil when it is new) and every problem it finds.
+func prepareVolumeRegister(reads *registerReads, vol *structs.CSIVolume, now int64) (*structs.CSIVolume, []error) {
 	var errs []error
 	if err := vol.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	var plugin *structs.CSIPlugin
 	if vol.PluginID != "" {
-		p, err := snap.CSIPluginByID(nil, vol.PluginID)
+		p, err := reads.plugin(vol.PluginID)
 		if err != nil {
-			return append(errs, err)
+			return nil, append(errs, err)
 		}
 		if p == nil {
 			errs = append(errs, structs.NewError(structs.CodeInvalid,
@@ -257,9 +298,9 @@ func prepareVolumeRegister(snap *state.StateSnapshot, vol *structs.CSIVolume, no
 	}
 	var existing *structs.CSIVolume
 	if vol.ID != "" {
-		e, err := snap.CSIVolumeByID(nil, vol.Namespace, vol.ID)
+		e, err := reads.snap.CSIVolumeByID(nil, vol.Namespace, vol.ID)
 		if err != nil {
-			return append(errs, err)
+			return nil, append(errs, err)
 		}
 		existing = e
 	}
@@ -267,7 +308,7 @@ func prepareVolumeRegister(snap *state.StateSnapshot, vol *structs.CSIVolume, no
 		errs = append(errs, checkVolumeUpdate(existing, vol)...)
 	}
 	if len(errs) > 0 {
-		return errs
+		return existing, errs
 	}
 
 	vol.Provider, vol.ProviderVersion = plugin.Provider, plugin.Version
@@ -308,7 +349,7 @@ func prepareVolumeRegister(snap *state.StateSnapshot, vol *structs.CSIVolume, no
 	if existing != nil {
 		vol.CreateTime = existing.CreateTime
 	}
-	return nil
+	return existing, nil
 }
 
 // checkVolumeUpdate says what in update may not replace the registered

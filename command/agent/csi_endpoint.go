@@ -269,7 +269,7 @@ func decodeVolumesBody(r *http.Request) (api.CSIVolumeRegisterRequest, error) {
 	if r.Body == nil {
 		return body, decodeBody(r, &body)
 	}
-	buf, err := io.ReadAll(r.Body)
+	buf, err := bodyBytes(r)
 	if err != nil {
 		return body, CodedError(http.StatusBadRequest, fmt.Sprintf("reading request body: %v", err))
 	}

@@ -113,7 +113,7 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.
 	// Not every ResponseWriter supports deadlines (httptest's does not);
 	// the size limit holds either way.
 	deadline := rc.SetReadDeadline(time.Now().Add(timeout)) == nil
-	buf, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	buf, err := readAll(http.MaxBytesReader(w, r.Body, limit), r.ContentLength, limit)
 	r.Body.Close()
 	if err != nil {
 		// Close the connection after the reply: net/http would otherwise
@@ -137,8 +137,42 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.
 		return CodedError(http.StatusBadRequest,
 			fmt.Sprintf("request body nests deeper than %d levels; flatten it", maxJSONDepth))
 	}
-	r.Body = io.NopCloser(bytes.NewReader(buf))
+	r.Body = &readBodyBuf{Reader: bytes.NewReader(buf), buf: buf}
 	return nil
+}
+
+// readBodyBuf is a body readBody read in full: a handler that wants the
+// bytes themselves (decodeVolumesBody) takes buf instead of reading them
+// into a second buffer, which was a sixth of the agent's time on a
+// register of 1,000 volumes.
+type readBodyBuf struct {
+	*bytes.Reader
+	buf []byte
+}
+
+func (*readBodyBuf) Close() error { return nil }
+
+// bodyBytes is the whole body of r: readBody's buffer when it read the
+// body, else what is left of the body, read now.
+func bodyBytes(r *http.Request) ([]byte, error) {
+	if b, ok := r.Body.(*readBodyBuf); ok && b.Reader.Size() == int64(b.Reader.Len()) {
+		return b.buf, nil
+	}
+	return io.ReadAll(r.Body)
+}
+
+// readAll is io.ReadAll sized once from the Content-Length (when it is
+// known and within limit) instead of growing a buffer through the body.
+func readAll(r io.Reader, contentLength, limit int64) ([]byte, error) {
+	if contentLength <= 0 || contentLength > limit {
+		return io.ReadAll(r)
+	}
+	var b bytes.Buffer
+	// ReadFrom wants MinRead bytes free before each read: one more
+	// than the body, so the read that finds EOF does not grow it.
+	b.Grow(int(contentLength) + bytes.MinRead)
+	_, err := b.ReadFrom(r)
+	return b.Bytes(), err
 }
 
 func bodyTooLarge(limit int64) error {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -177,4 +178,47 @@ func TestHTTP_TaskUserRoundTrips(t *testing.T) {
 	must.Eq(t, http.StatusOK, code, must.Sprint(msg))
 	got, _ := decode[api.Job](t, a, http.MethodGet, "/v1/job/user", nil)
 	must.Eq(t, "root", got.TaskGroups[0].Tasks[0].User)
+}
+
+// A handler takes the body readBody read, not a second copy of it, and
+// that buffer was sized once from the Content-Length.
+func TestReadBody_HandlerTakesItsBuffer(t *testing.T) {
+	body := strings.Repeat(`{"Volumes":[]}`, 1000)
+	r := httptest.NewRequest(http.MethodPut, "/v1/volume/csi/x", strings.NewReader(body))
+	must.Eq(t, int64(len(body)), r.ContentLength)
+	must.NoError(t, readBody(httptest.NewRecorder(), r, 1<<20, time.Minute))
+	rb, ok := r.Body.(*readBodyBuf)
+	must.True(t, ok, must.Sprintf("readBody left a %T", r.Body))
+	// One allocation for the buffer, where io.ReadAll grows one through
+	// the body (13 allocations for this one).
+	rd := strings.NewReader(body)
+	allocs := testing.AllocsPerRun(20, func() {
+		rd.Reset(body)
+		if _, err := readAll(rd, int64(len(body)), 1<<20); err != nil {
+			t.Fatal(err)
+		}
+	})
+	must.LessEq(t, 2, allocs)
+
+	got, err := bodyBytes(r)
+	must.NoError(t, err)
+	must.Eq(t, body, string(got))
+	must.True(t, &got[0] == &rb.buf[0], must.Sprint("bodyBytes copied the body"))
+
+	// Once a handler has read some of it, the rest is read as before.
+	r.Body = &readBodyBuf{Reader: bytes.NewReader(rb.buf), buf: rb.buf}
+	_, err = io.ReadFull(r.Body, make([]byte, 3))
+	must.NoError(t, err)
+	got, err = bodyBytes(r)
+	must.NoError(t, err)
+	must.Eq(t, body[3:], string(got))
+}
+
+// readAll reads the whole body whatever the Content-Length claims.
+func TestReadAll_LengthIsOnlyAHint(t *testing.T) {
+	for _, cl := range []int64{-1, 0, 3, 10, 11, 1 << 30} {
+		got, err := readAll(strings.NewReader("0123456789"), cl, 1<<20)
+		must.NoError(t, err)
+		must.Eq(t, "0123456789", string(got), must.Sprintf("Content-Length %d", cl))
+	}
 }
