@@ -379,14 +379,22 @@ func (c *simCluster) rpc(method string, args, reply any) error {
 	return c.anyServer().RPC(method, args, reply)
 }
 
-// waitFor polls f until it returns nil or d passes; it returns f's last
-// error then.
+// waitFor polls f until it returns nil or d of running time passes (d
+// plus what the process was stalled meanwhile: stall.go); it returns f's
+// last error then.
 func waitFor(d time.Duration, f func() error) error {
-	deadline := time.Now().Add(d)
+	_, err := waitRunning(processStalls(), d, f)
+	return err
+}
+
+// waitRunning is waitFor on meter m; it also returns how long the process
+// was stalled while it waited.
+func waitRunning(m *stallMeter, d time.Duration, f func() error) (time.Duration, error) {
+	dl := m.deadline(d)
 	for {
 		err := f()
-		if err == nil || time.Now().After(deadline) {
-			return err
+		if err == nil || dl.passed() {
+			return dl.stalled(), err
 		}
 		// A poll interval, not a wait for something: f is the condition.
 		time.Sleep(25 * time.Millisecond)

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"os"
@@ -21,7 +22,8 @@ import (
 
 // FreeBound is how long after the last fault healed every claim of a
 // terminal alloc must be freed, and mounts must match claims (checks 3-5),
-// in real time with the shortened timers of serverConfig.
+// in real time with the shortened timers of serverConfig, not counting
+// time the process was stalled (stall.go).
 const FreeBound = 15 * time.Second
 
 // quietFor is how long no plugin may be called before the end state is
@@ -40,6 +42,19 @@ func Run(t testing.TB, s *Schedule) []Violation {
 
 // RunStats is Run, with what the witness saw.
 func RunStats(t testing.TB, s *Schedule) ([]Violation, Stats) {
+	return runWith(t, s, runOpts{})
+}
+
+// runOpts are a test's changes to how Run judges a schedule.
+type runOpts struct {
+	// bound replaces FreeBound for the end state (settle).
+	bound time.Duration
+	// afterHeal runs once every fault healed, before the end state is
+	// judged: a test breaks something there that the checks must find.
+	afterHeal func(*simCluster)
+}
+
+func runWith(t testing.TB, s *Schedule, o runOpts) ([]Violation, Stats) {
 	modes := map[string]structs.CSIVolumeAccessMode{}
 	for _, v := range s.Volumes {
 		for _, id := range volumeIDs(v) {
@@ -59,7 +74,7 @@ func RunStats(t testing.TB, s *Schedule) ([]Violation, Stats) {
 	if err != nil {
 		return []Violation{{Check: CheckHarnessStep, Msg: fmt.Sprintf("starting the cluster: %v", err)}}, Stats{}
 	}
-	r := &runner{c: c, w: w, jobs: map[int]*jobInfo{}, finals: map[string]bool{}}
+	r := &runner{c: c, w: w, jobs: map[int]*jobInfo{}, finals: map[string]bool{}, bound: cmp.Or(o.bound, FreeBound)}
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -71,6 +86,9 @@ func RunStats(t testing.TB, s *Schedule) ([]Violation, Stats) {
 	}
 	t2 := time.Now()
 	r.heal()
+	if o.afterHeal != nil {
+		o.afterHeal(c)
+	}
 	r.settle()
 	t3 := time.Now()
 	close(stop)
@@ -102,6 +120,7 @@ type runner struct {
 	mu     sync.Mutex
 	finals map[string]bool
 	timers []*time.Timer // later's, until heal
+	bound  time.Duration // FreeBound, or a test's
 	bg     sync.WaitGroup
 }
 
@@ -398,11 +417,12 @@ func (r *runner) volumes() []*structs.CSIVolume {
 	return out
 }
 
-// settle waits up to FreeBound for checks 3-5 to hold, and records what
-// still does not then.
+// settle waits up to FreeBound of running time for checks 3-5 to hold,
+// and records what still does not then.
 func (r *runner) settle() {
 	var last []Violation
-	_ = waitFor(FreeBound, func() error {
+	start := time.Now()
+	stalled, _ := waitRunning(processStalls(), r.bound, func() error {
 		// Judge a cluster at rest: no volume RPC for a while and no alloc
 		// still pending, else a check could pass before the work began.
 		last = nil
@@ -419,7 +439,8 @@ func (r *runner) settle() {
 		return nil
 	})
 	for _, v := range last {
-		r.w.Violate(v.Check, "%s (still, %s after healing)", v.Msg, FreeBound)
+		r.w.Violate(v.Check, "%s (still, %s after healing, of which the process was stalled %s)",
+			v.Msg, time.Since(start).Round(time.Millisecond), stalled.Round(time.Millisecond))
 	}
 }
 

@@ -221,6 +221,8 @@ func TestSim(t *testing.T) {
 		t.Errorf("the schedules published no volume: the harness is broken")
 	}
 	t.Logf("witness: %d publishes, %d unpublishes, %d failed plugin calls", total.Publishes, total.Unpublishes, total.Failed)
+	// What the bounds did not count (stall.go), for comparing runs.
+	t.Logf("process stalled %.1f s of %.0f s", processStalls().Stalled().Seconds(), time.Since(startAt).Seconds())
 	line := fmt.Sprintf("sim: %d schedules, %d violations, %.0f s", done, violating, time.Since(startAt).Seconds())
 	t.Log(line)
 	fmt.Println(line)
