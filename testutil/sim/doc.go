@@ -27,7 +27,7 @@
 //	  (claims freed with a recorded ReleaseReason — detach -force, a
 //	  disconnect deadline — and volumes force-detached are excused)
 //
-// and after healing, within FreeBound,
+// and after healing, within FreeBound of running time,
 //
 //	3 every claim of a terminal alloc is freed; a claim at
 //	  needs-operator is a violation unless the schedule injected a
@@ -44,10 +44,15 @@
 // and plugins over unix sockets, which testing/synctest bubbles cannot
 // hold, so a schedule takes about a second or two of real time. The
 // interleaving of a replayed schedule is therefore the same list of steps
-// but not the same instant-by-instant timing.
+// but not the same instant-by-instant timing. The harness's bounds are
+// running time: a stall meter (stall.go) measures how long the process
+// did not run, and a bound is extended by the stall measured while it
+// ran, so a cluster is not judged on time it never got.
 //
 // Running it: `make sim` (SCHEDULES, SEED_BASE overridable) ends with
 // "sim: <N> schedules, <V> violations, <S> s"; SEED=<n> replays one
-// schedule. A violation prints the seed, the schedule, the violations and
+// schedule, SEEDS=<n>,<m>,... a list of them at once. One process runs
+// any number: a finished schedule leaves no goroutine, fd or temp dir
+// (TestSim_FinishedScheduleLeavesNothing). A violation prints the seed, the schedule, the violations and
 // a schedule minimized by delta debugging (Shrink) that still fails.
 package sim

@@ -17,7 +17,8 @@ import (
 // the process ran, so it is extended by what was measured while it ran.
 // This does not loosen the guarantee: it does not count time the cluster
 // did not get. A bug that leaves a claim un-freed is still reported, once
-// the bound's running time has passed (TestSettle_ReportsAClaimLeftUnfreed).
+// the bound's running time has passed (TestSettle_ReportsAClaimLeftUnfreed),
+// and no stall stretches a bound past maxStallExtension times itself.
 
 // stallTick is how often the meter looks at the clock; stallSlack is the
 // lateness of a tick that is ordinary scheduling, not a stall (it is not
@@ -78,5 +79,14 @@ func (m *stallMeter) deadline(d time.Duration) runningDeadline {
 // stalled is the time the process was not running since start.
 func (dl runningDeadline) stalled() time.Duration { return dl.m.Stalled() - dl.stall0 }
 
-// passed: d of running time has passed since start.
-func (dl runningDeadline) passed() bool { return time.Since(dl.start) > dl.d+dl.stalled() }
+// maxStallExtension caps what a stall adds to a bound, as a multiple of
+// it: the meter counts a goroutine's wait for a core, which a schedule
+// spinning on a bug also causes, so a check must end even then (at 4× its
+// bound in wall time at most) and report.
+const maxStallExtension = 3
+
+// passed: d of running time has passed since start, or d plus
+// maxStallExtension·d of wall time.
+func (dl runningDeadline) passed() bool {
+	return time.Since(dl.start) > dl.d+min(dl.stalled(), maxStallExtension*dl.d)
+}

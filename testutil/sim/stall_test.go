@@ -70,6 +70,12 @@ func TestRunningDeadline_ExtendedByStall(t *testing.T) {
 	if got := dl.stalled(); got != time.Hour {
 		t.Fatalf("stalled %v since the deadline began, want 1h", got)
 	}
+	// However long the stall, a bound ends: at most 1+maxStallExtension
+	// times itself.
+	dl.start = dl.start.Add(-(maxStallExtension + 1) * time.Second)
+	if !dl.passed() {
+		t.Fatalf("a 1 s deadline has not passed after %d s of wall time", maxStallExtension+3)
+	}
 }
 
 // TestSettle_ReportsAClaimLeftUnfreed: the bound that does not count
