@@ -30,6 +30,21 @@ func envInt(t *testing.T, name string, def uint64) uint64 {
 	return n
 }
 
+// peakRSS is the process's peak resident set (VmHWM), for the README's
+// table of long runs.
+func peakRSS() string {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return "unknown"
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
+}
+
 // parseSeeds parses SEEDS: seeds separated by commas or spaces.
 func parseSeeds(list string) ([]uint64, error) {
 	var seeds []uint64
@@ -222,7 +237,7 @@ func TestSim(t *testing.T) {
 	}
 	t.Logf("witness: %d publishes, %d unpublishes, %d failed plugin calls", total.Publishes, total.Unpublishes, total.Failed)
 	// What the bounds did not count (stall.go), for comparing runs.
-	t.Logf("process stalled %.1f s of %.0f s", processStalls().Stalled().Seconds(), time.Since(startAt).Seconds())
+	t.Logf("process stalled %.1f s of %.0f s; peak RSS %s", processStalls().Stalled().Seconds(), time.Since(startAt).Seconds(), peakRSS())
 	line := fmt.Sprintf("sim: %d schedules, %d violations, %.0f s", done, violating, time.Since(startAt).Seconds())
 	t.Log(line)
 	fmt.Println(line)
