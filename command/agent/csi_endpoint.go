@@ -257,7 +257,7 @@ func (s *HTTPServer) csiVolumesWrite(w http.ResponseWriter, r *http.Request, id,
 		}
 		out.Volumes = append(out.Volumes, av)
 	}
-	return out, nil
+	return (*registerAnswer)(&out), nil
 }
 
 // decodeVolumesBody decodes a register or create body with the api

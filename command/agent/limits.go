@@ -182,25 +182,16 @@ func bodyTooLarge(limit int64) error {
 
 // jsonDepth is how deeply objects and arrays nest in buf, which need not
 // be valid JSON (the decoder reports that); brackets inside strings do
-// not count. It stops counting once past maxJSONDepth.
+// not count. It stops counting once past maxJSONDepth. A string is
+// skipped by searching for its closing quote (bytes.IndexByte) rather
+// than byte by byte: most of a body is strings, and the byte loop was 2 ms
+// of an 800 KB volume register.
 func jsonDepth(buf []byte) int {
 	depth, deepest := 0, 0
-	inString, escaped := false, false
-	for _, b := range buf {
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case b == '\\':
-				escaped = true
-			case b == '"':
-				inString = false
-			}
-			continue
-		}
-		switch b {
+	for i := 0; i < len(buf); i++ {
+		switch buf[i] {
 		case '"':
-			inString = true
+			i = stringEnd(buf, i+1)
 		case '{', '[':
 			depth++
 			if depth > deepest {
@@ -214,6 +205,29 @@ func jsonDepth(buf []byte) int {
 		}
 	}
 	return deepest
+}
+
+// stringEnd is the index of the quote that ends the string whose content
+// starts at start, or len(buf) when it does not end. A quote ends it when
+// an even number of backslashes precedes it: each pair is one escaped
+// backslash, and an odd one out escapes the quote.
+func stringEnd(buf []byte, start int) int {
+	for i := start; i < len(buf); {
+		q := bytes.IndexByte(buf[i:], '"')
+		if q < 0 {
+			return len(buf)
+		}
+		q += i
+		n := 0
+		for j := q - 1; j >= start && buf[j] == '\\'; j-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q
+		}
+		i = q + 1
+	}
+	return len(buf)
 }
 
 // truncateError shortens an error body over maxErrorBytes, saying so.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -86,6 +87,66 @@ func TestJSONDepth(t *testing.T) {
 	}
 	for _, tc := range cases {
 		must.Eq(t, tc.want, jsonDepth([]byte(tc.in)), must.Sprint(tc.in))
+	}
+}
+
+// jsonDepthBytewise is jsonDepth as it was, one byte at a time: the
+// reference the quote search is held to.
+func jsonDepthBytewise(buf []byte) int {
+	depth, deepest := 0, 0
+	inString, escaped := false, false
+	for _, b := range buf {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case b == '\\':
+				escaped = true
+			case b == '"':
+				inString = false
+			}
+			continue
+		}
+		switch b {
+		case '"':
+			inString = true
+		case '{', '[':
+			depth++
+			if depth > deepest {
+				deepest = depth
+				if deepest > maxJSONDepth {
+					return deepest
+				}
+			}
+		case '}', ']':
+			depth--
+		}
+	}
+	return deepest
+}
+
+// On bodies made of quotes, backslashes and brackets, in every order up
+// to length 6 and at random beyond, jsonDepth counts as the byte-wise scan.
+func TestJSONDepth_LikeBytewise(t *testing.T) {
+	const alphabet = `"\\[]{}a`
+	var all func(prefix []byte, n int)
+	all = func(prefix []byte, n int) {
+		must.Eq(t, jsonDepthBytewise(prefix), jsonDepth(prefix), must.Sprintf("%q", prefix))
+		if n == 0 {
+			return
+		}
+		for i := range len(alphabet) {
+			all(append(prefix, alphabet[i]), n-1)
+		}
+	}
+	all(nil, 6)
+	rng := rand.New(rand.NewPCG(20, 20))
+	for range 20000 {
+		b := make([]byte, rng.IntN(300))
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		must.Eq(t, jsonDepthBytewise(b), jsonDepth(b), must.Sprintf("%q", b))
 	}
 }
 
@@ -221,4 +282,25 @@ func TestReadAll_LengthIsOnlyAHint(t *testing.T) {
 		must.NoError(t, err)
 		must.Eq(t, "0123456789", string(got), must.Sprintf("Content-Length %d", cl))
 	}
+}
+
+// go test -run '^$' -bench JSONDepth ./command/agent/
+func BenchmarkJSONDepth(b *testing.B) {
+	vols := make([]*api.CSIVolume, 1000)
+	for i := range vols {
+		vols[i] = apiVolume(fmt.Sprintf("vol-%04d", i), "hostpath")
+	}
+	body, err := json.Marshal(api.CSIVolumeRegisterRequest{Volumes: vols})
+	must.NoError(b, err)
+	b.SetBytes(int64(len(body)))
+	b.Run("bytewise", func(b *testing.B) {
+		for b.Loop() {
+			jsonDepthBytewise(body)
+		}
+	})
+	b.Run("quote-search", func(b *testing.B) {
+		for b.Loop() {
+			jsonDepth(body)
+		}
+	})
 }
