@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-memdb"
+	metrics "github.com/hashicorp/go-metrics"
 
 	"github.com/berth-io/berth/helper/groupcommit"
 	"github.com/berth-io/berth/nomad/claims"
@@ -91,7 +92,12 @@ func (sc *scheduling) lockVolume(ctx context.Context, ns, id, what string) (func
 // concurrent callers (claims, unpublishes, the volumewatcher's steps) go
 // out as one Raft entry (claimWrites): each is still applied or refused on
 // its own, and answered only once that entry committed.
+//
+// berth_csi_claim_write (ms) is one caller's wait, queued and committed;
+// berth_csi_claim_commit (ms) one commit's, and berth_csi_claim_commit_groups
+// how many callers it carried: their difference is the time queued.
 func (s *Server) writeClaims(updates ...*structs.CSIVolumeClaimUpdate) (uint64, error) {
+	defer metrics.MeasureSince([]string{"csi", "claim", "write"}, time.Now())
 	r := s.claimWrites.Do(updates)
 	return r.Index, r.Err
 }
@@ -114,7 +120,10 @@ func newClaimWrites(s *Server) *groupcommit.Batcher[[]*structs.CSIVolumeClaimUpd
 // servers of every version apply.
 func (s *Server) commitClaimGroups(groups [][]*structs.CSIVolumeClaimUpdate) []groupcommit.Result {
 	out := make([]groupcommit.Result, len(groups))
-	ts := time.Now().UnixNano()
+	start := time.Now()
+	defer metrics.MeasureSince([]string{"csi", "claim", "commit"}, start)
+	metrics.AddSample([]string{"csi", "claim", "commit_groups"}, float32(len(groups)))
+	ts := start.UnixNano()
 	if len(groups) == 1 {
 		_, index, err := s.raftApply(structs.CSIVolumeClaimRequestType, &structs.CSIVolumeClaimBatchRequest{
 			Claims: groups[0], Timestamp: ts,

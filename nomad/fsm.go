@@ -45,6 +45,17 @@ type FSM struct {
 	// events, when set, receives every committed write's events
 	// (nomad/stream), from each store this FSM creates.
 	events atomic.Pointer[stream.Broker]
+
+	// applied counts the entries applied, by message type (flag
+	// cleared), so a benchmark can say which writes an entry count is
+	// made of.
+	applied [256]atomic.Uint64
+}
+
+// Applied is how many entries of type t this FSM has applied (skipped
+// unknown ones included) since it started.
+func (f *FSM) Applied(t structs.MessageType) uint64 {
+	return f.applied[uint8(t&^structs.IgnoreUnknownTypeFlag)].Load()
 }
 
 // SetEventBroker makes every later write publish its events to b.
@@ -125,6 +136,7 @@ func (f *FSM) Apply(log *raft.Log) any {
 	// applied whether or not it carries the flag.
 	ignoreUnknown := msgType&structs.IgnoreUnknownTypeFlag != 0
 	msgType &^= structs.IgnoreUnknownTypeFlag
+	f.applied[uint8(msgType)].Add(1)
 
 	var err error
 	switch msgType {

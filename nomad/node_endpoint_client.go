@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/go-memdb"
 
+	"github.com/berth-io/berth/helper/groupcommit"
 	"github.com/berth-io/berth/nomad/leader"
 	"github.com/berth-io/berth/nomad/state"
 	"github.com/berth-io/berth/nomad/structs"
@@ -221,12 +222,51 @@ func (n *NodeEndpoint) UpdateAlloc(args *structs.AllocUpdateRequest, reply *stru
 		evalFor[key] = true
 		req.Evals = append(req.Evals, newJobEval(job, stored.NodeID, structs.EvalTriggerRetryFailedAlloc, now))
 	}
-	_, index, err := n.srv.raftApply(structs.AllocClientUpdateRequestType, req)
-	if err != nil {
-		return fmt.Errorf("updating %d allocs: %w", len(req.Alloc), err)
+	r := n.srv.allocUpdates.Do(req)
+	if r.Err != nil {
+		return fmt.Errorf("updating %d allocs: %w", len(req.Alloc), r.Err)
 	}
-	reply.Index = index
+	reply.Index = r.Index
 	return nil
+}
+
+// Bounds of one group commit of alloc updates. An update is the client's
+// fields of one alloc (its task states with their last events): a few KB
+// at most, so 1,024 keep an entry far below maxEntrySize.
+const (
+	maxAllocUpdateRequests = 512
+	maxAllocUpdateAllocs   = 1024
+)
+
+// newAllocUpdates group-commits Node.UpdateAlloc: the updates of every
+// node that reports while an entry is in flight go out together as the
+// next entry, of the same type as one node's (every server version applies
+// it), and each caller is answered once that entry committed. Each node
+// sends one batch at a time, and nodes report disjoint allocs, so the
+// merged entry applies what the separate ones would have, in one
+// transaction: it stands or fails whole, and a caller whose entry failed
+// resends, as it would have.
+func newAllocUpdates(s *Server) *groupcommit.Batcher[*structs.AllocUpdateRequest] {
+	return groupcommit.New(s.commitAllocUpdates,
+		func(r *structs.AllocUpdateRequest) int { return len(r.Alloc) },
+		groupcommit.Limits{MaxRequests: maxAllocUpdateRequests, MaxWeight: maxAllocUpdateAllocs})
+}
+
+func (s *Server) commitAllocUpdates(reqs []*structs.AllocUpdateRequest) []groupcommit.Result {
+	req := reqs[0]
+	if len(reqs) > 1 {
+		req = &structs.AllocUpdateRequest{Timestamp: time.Now().UnixNano(), WriteRequest: reqs[0].WriteRequest}
+		for _, r := range reqs {
+			req.Alloc = append(req.Alloc, r.Alloc...)
+			req.Evals = append(req.Evals, r.Evals...)
+		}
+	}
+	_, index, err := s.raftApply(structs.AllocClientUpdateRequestType, req)
+	out := make([]groupcommit.Result, len(reqs))
+	for i := range out {
+		out[i] = groupcommit.Result{Index: index, Err: err}
+	}
+	return out
 }
 
 // jobKey names a job across namespaces.

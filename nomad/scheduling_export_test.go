@@ -1,6 +1,7 @@
 package nomad
 
 import (
+	"github.com/berth-io/berth/helper/groupcommit"
 	"github.com/berth-io/berth/nomad/structs"
 )
 
@@ -22,4 +23,10 @@ func (s *Server) HeartbeatDeadlineForTest(nodeID string) bool {
 	}
 	_, ok := sc.term.HeartbeatDeadline(nodeID)
 	return ok
+}
+
+// CommitAllocUpdatesForTest commits Node.UpdateAlloc writes as the alloc
+// update group commit does, one request per caller.
+func (s *Server) CommitAllocUpdatesForTest(reqs []*structs.AllocUpdateRequest) []groupcommit.Result {
+	return s.commitAllocUpdates(reqs)
 }

@@ -57,6 +57,8 @@ type Server struct {
 	raftStoreClose func() error
 	// claimWrites group-commits concurrent claim writes (writeClaims).
 	claimWrites *groupcommit.Batcher[[]*structs.CSIVolumeClaimUpdate]
+	// allocUpdates group-commits concurrent Node.UpdateAlloc writes.
+	allocUpdates *groupcommit.Batcher[*structs.AllocUpdateRequest]
 
 	rpcListener net.Listener
 	rpcServer   *rpc.Server
@@ -131,6 +133,7 @@ func NewServer(config *Config) (*Server, error) {
 	}
 	s.csiControllers = &csiControllers{s: s}
 	s.claimWrites = newClaimWrites(s)
+	s.allocUpdates = newAllocUpdates(s)
 	s.resolver = auth.NewResolver(config.ACLEnabled)
 	s.audit = &serverAudit{logger: s.logger.Named("audit")}
 	if config.AuditLogPath != "" {
@@ -258,6 +261,10 @@ func (s *Server) Halted() (<-chan struct{}, error) {
 
 // Raft exposes the Raft instance for operator tooling and tests.
 func (s *Server) Raft() *raft.Raft { return s.raft }
+
+// Applied is how many Raft entries of type t this server's FSM applied
+// since it started (berth-nodesim breaks its entry counts down by it).
+func (s *Server) Applied(t structs.MessageType) uint64 { return s.fsm.Applied(t) }
 
 // IsLeader reports whether this server is the Raft leader.
 func (s *Server) IsLeader() bool { return s.raft.State() == raft.Leader }

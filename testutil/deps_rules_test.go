@@ -35,7 +35,7 @@ var importRules = []importRule{
 		why:   "it drives a real agent through the HTTP API as an outside program would; the floors use the same libraries Berth does; it reads the agent's step trace, whose names helper/steptrace owns"},
 	{pkg: "cmd/berth-nodesim", what: "thousands of simulated client nodes (the real client, the minimal alloc runner, a fake CSI node plugin each) against one server",
 		berth:   []string{"client", "nomad", "plugins/csi/fake", "plugins/drivers"},
-		third:   []string{"github.com/hashicorp/go-hclog", "github.com/hashicorp/raft"},
+		third:   []string{"github.com/hashicorp/go-hclog", "github.com/hashicorp/go-metrics", "github.com/hashicorp/raft"},
 		doubles: true,
 		why:     "it measures the servers with the real client code, so it wires client and server like the agent does; the fake plugin and mock driver stand in for a node's storage and workloads, so it alone of the production packages may import test doubles"},
 	{pkg: "command", what: "one file per CLI verb",

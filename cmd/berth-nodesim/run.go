@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	metrics "github.com/hashicorp/go-metrics"
 	"github.com/hashicorp/raft"
 
 	"github.com/berth-io/berth/client"
@@ -39,6 +40,10 @@ type result struct {
 	// Raft entries written while the allocs were placed and claimed,
 	// and while they were released (in-process server only).
 	claimEntries, releaseEntries uint64
+	// The same by kind ("plans 5, alloc updates 9,000, claims 310").
+	claimEntryKinds, releaseEntryKinds string
+	// Where the claim phase's time went on the server (in-process).
+	claimTrace []sampleRow
 }
 
 // run runs the simulation. Teardown (stopping nodes and the server,
@@ -66,6 +71,8 @@ func simulate(ctx context.Context, o *options, res *result, deferred func(func(c
 	var rpc client.RPCer
 	newRPC := func() client.RPCer { return newRemote(o.address) }
 	raftIndex := func() uint64 { return 0 } // unknown for a server of another process
+	entries := func() entryCounts { return entryCounts{} }
+	sink := newSampleSink()
 	rssPid := o.pid
 	res.rssWhose = fmt.Sprintf("server (pid %d)", o.pid)
 	if o.address == "" {
@@ -79,6 +86,15 @@ func simulate(ctx context.Context, o *options, res *result, deferred func(func(c
 		raftIndex = func() uint64 {
 			i, _ := strconv.ParseUint(s.Raft().Stats()["last_log_index"], 10, 64)
 			return i
+		}
+		entries = func() entryCounts { return countEntries(s) }
+		// The server's timings (go-metrics' global sink) are this
+		// process's: keep the ones the table shows.
+		cfg := metrics.DefaultConfig("berth")
+		cfg.EnableHostname, cfg.EnableRuntimeMetrics, cfg.EnableServiceLabel = false, false, false
+		cfg.ServiceName = ""
+		if _, err := metrics.NewGlobal(cfg, sink); err != nil {
+			return res, fmt.Errorf("installing the metrics sink: %w", err)
 		}
 		rssPid = os.Getpid()
 		res.rssWhose = "this process (server and every simulated node)"
@@ -174,7 +190,8 @@ func simulate(ctx context.Context, o *options, res *result, deferred func(func(c
 
 	// The job: every alloc claims its own volume.
 	job := simJob(o.allocs)
-	startIndex := raftIndex()
+	startIndex, startEntries := raftIndex(), entries()
+	sink.reset()
 	start = time.Now()
 	if err := rpc.RPC("Job.Register", &structs.JobRegisterRequest{Job: job}, &structs.JobRegisterResponse{}); err != nil {
 		return res, fmt.Errorf("registering the job: %w", err)
@@ -207,12 +224,14 @@ func simulate(ctx context.Context, o *options, res *result, deferred func(func(c
 	sample("claims")
 	if startIndex > 0 {
 		res.claimEntries = raftIndex() - startIndex
+		_, res.claimEntryKinds = entries().since(startEntries)
+		res.claimTrace = sink.rows()
 	}
 	o.progress.Info("every alloc placed and published", "allocs", o.allocs, "took", res.publishTime)
 	res.createToPublished, res.claimToPublished = latencies(rpc, allocs, pubs)
 
 	// Stop: every volume unpublished and every claim freed.
-	startIndex = raftIndex()
+	startIndex, startEntries = raftIndex(), entries()
 	start = time.Now()
 	if err := rpc.RPC("Job.Deregister", &structs.JobDeregisterRequest{JobID: job.ID, WriteRequest: structs.WriteRequest{Namespace: structs.DefaultNamespace}}, &structs.JobDeregisterResponse{}); err != nil {
 		return res, fmt.Errorf("stopping the job: %w", err)
@@ -241,6 +260,7 @@ func simulate(ctx context.Context, o *options, res *result, deferred func(func(c
 	res.freeTime = time.Since(start)
 	if startIndex > 0 && err == nil {
 		res.releaseEntries = raftIndex() - startIndex
+		_, res.releaseEntryKinds = entries().since(startEntries)
 	}
 	return res, err
 }

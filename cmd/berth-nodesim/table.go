@@ -48,10 +48,13 @@ func (r *result) print(out io.Writer, o *options) {
 		fmt.Fprintf(w, "stop → all claims freed (seen by a 200ms poll)\t%d in %s\n", r.freed, round(r.freeTime))
 	}
 	if r.claimEntries > 0 {
-		fmt.Fprintf(w, "raft entries while placing and claiming\t%d (%.2f per alloc)\n", r.claimEntries, float64(r.claimEntries)/float64(o.allocs))
+		fmt.Fprintf(w, "raft entries while placing and claiming\t%d (%.2f per alloc: %s)\n", r.claimEntries, float64(r.claimEntries)/float64(o.allocs), r.claimEntryKinds)
+	}
+	for _, t := range r.claimTrace {
+		fmt.Fprintf(w, "  while claiming: %s\t%s\n", t.name, t)
 	}
 	if r.releaseEntries > 0 {
-		fmt.Fprintf(w, "raft entries while releasing\t%d (%.2f per alloc)\n", r.releaseEntries, float64(r.releaseEntries)/float64(o.allocs))
+		fmt.Fprintf(w, "raft entries while releasing\t%d (%.2f per alloc: %s)\n", r.releaseEntries, float64(r.releaseEntries)/float64(o.allocs), r.releaseEntryKinds)
 	}
 	if r.rssWhose != "" {
 		fmt.Fprintf(w, "RSS of %s\t%s\n", r.rssWhose, rssLine(r, o))
