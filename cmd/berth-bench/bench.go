@@ -152,15 +152,14 @@ func (b *bench) oneAllocRows(ctx context.Context) []row {
 	b.progress("one alloc, %d times: claim → published, then stop → claim freed...", b.cfg.claims)
 	pub, freed, runs, err := b.measureOneAlloc(ctx)
 	var exitFreed []time.Duration
+	exitErr := err
 	if err == nil {
 		tr, terr := readTrace(b.agent.tracePath)
-		if terr != nil {
-			err = terr
-		}
+		exitErr = terr
 		for _, a := range runs {
 			exited := exitedAt(a, tr)
 			if exited.IsZero() {
-				err = fmt.Errorf("alloc %s: no time of its task's exit (no trace mark, no Terminated event)", a.ID)
+				exitErr = fmt.Errorf("alloc %s: no time of its task's exit (no trace mark, no Terminated event)", a.ID)
 				break
 			}
 			exitFreed = append(exitFreed, a.Freed.Sub(exited))
@@ -171,7 +170,7 @@ func (b *bench) oneAllocRows(ctx context.Context) []row {
 	return []row{
 		samplesRow(rowClaimOne, "claim → NodePublish done, 1 alloc", kindLatency, 1, pub, b.fixed, err),
 		samplesRow(rowStopOne, "stop → claim freed, 1 alloc", kindLatency, 1, freed, b.fixed, err),
-		samplesRow(rowExitFreedOne, "task exited → claim freed, 1 alloc", kindLatency, 1, exitFreed, 0, err),
+		samplesRow(rowExitFreedOne, "task exited → claim freed, 1 alloc", kindLatency, 1, exitFreed, 0, exitErr),
 	}
 }
 
@@ -497,21 +496,32 @@ func (b *bench) oneAllocRun(ctx context.Context) (allocTimes, error) {
 	return at, nil
 }
 
-// terminatedAt is the time of the work task's Terminated event, zero when
-// it has none.
+// terminatedAt waits, with blocking queries, until the servers have the
+// work task dead (the client sends task states in batches, so they may
+// learn of it after the claim was freed) and returns the time of its
+// Terminated event, zero when it has none.
 func (b *bench) terminatedAt(ctx context.Context, allocID string) (time.Time, error) {
-	a, _, err := b.agent.api.Allocations().Info(allocID, queryOpts(ctx))
-	if err != nil {
-		return time.Time{}, fmt.Errorf("reading alloc %s: %w", allocID, err)
-	}
-	if st := a.TaskStates[workTask]; st != nil {
+	ctx, cancel := context.WithTimeout(ctx, oneAllocTimeout)
+	defer cancel()
+	var index uint64
+	for {
+		q := &api.QueryOptions{WaitIndex: index, WaitTime: blockingWait}
+		a, qm, err := b.agent.api.Allocations().Info(allocID, q.WithContext(ctx))
+		if err != nil {
+			return time.Time{}, fmt.Errorf("waiting for the task of alloc %s to be dead: %w", allocID, err)
+		}
+		index = qm.LastIndex
+		st := a.TaskStates[workTask]
+		if st == nil || st.State != api.TaskStateDead {
+			continue
+		}
 		for _, e := range st.Events {
 			if e != nil && e.Type == taskTerminatedEvent {
 				return time.Unix(0, e.Time), nil
 			}
 		}
+		return time.Time{}, nil
 	}
-	return time.Time{}, nil
 }
 
 // slowest returns the alloc that published last after its claim and the
