@@ -90,9 +90,29 @@ func (c *Client) applyAllocs(pulled []*structs.Allocation) {
 		known[id] = e.index
 	}
 	d := diffAllocs(known, pulled)
-	for _, a := range d.added {
+	// New runners are built, and updates handed over, in parallel: each
+	// persists its alloc (an fsync of state.db), and concurrent writes
+	// share one group commit, so K new or stopped allocs wait for about
+	// one fsync instead of K in a row (issue 20: the tenth alloc of a job
+	// started ~30 ms after the first, the hundredth stop signalled ~100
+	// fsyncs late). Each runner still persists its alloc before it runs.
+	runners := make([]allocrunner.AllocRunner, len(d.added))
+	errs := make([]error, len(d.added))
+	var wg sync.WaitGroup
+	for i, a := range d.added {
 		steptrace.Mark(a.ID, steptrace.AllocReceived)
-		r, err := c.newRunner(c.runnerConfig(a, false))
+		wg.Go(func() { runners[i], errs[i] = c.newRunner(c.runnerConfig(a, false)) })
+	}
+	for _, a := range d.updated {
+		e := c.allocs[a.ID]
+		e.index = a.AllocModifyIndex
+		if e.runner != nil && !e.destroying {
+			wg.Go(func() { e.runner.Update(a) })
+		}
+	}
+	wg.Wait()
+	for i, a := range d.added {
+		r, err := runners[i], errs[i]
 		if err != nil {
 			c.logger.Error("cannot run alloc", "alloc_id", a.ID, "error", err)
 			c.failAlloc(a, err)
@@ -102,13 +122,6 @@ func (c *Client) applyAllocs(pulled []*structs.Allocation) {
 		c.allocs[a.ID] = &allocEntry{runner: r, index: a.AllocModifyIndex}
 		c.goRunner(r)
 		c.logger.Debug("added alloc", "alloc_id", a.ID)
-	}
-	for _, a := range d.updated {
-		e := c.allocs[a.ID]
-		e.index = a.AllocModifyIndex
-		if e.runner != nil && !e.destroying {
-			e.runner.Update(a)
-		}
 	}
 	for _, id := range d.removed {
 		e := c.allocs[id]

@@ -243,3 +243,31 @@ func (s *fakeServer) lastRegistered() *structs.Node {
 	}
 	return s.registers[len(s.registers)-1].Copy()
 }
+
+// placeAllocs adds allocs in one change, as one plan apply placing them
+// all would: the client's next alloc query sees every one.
+func (s *fakeServer) placeAllocs(allocs ...*structs.Allocation) {
+	s.lock.Lock()
+	defer s.lock.Unlock()
+	for _, a := range allocs {
+		a = a.Copy()
+		a.AllocModifyIndex = s.index + 1
+		a.ModifyIndex = s.index + 1
+		s.allocs[a.ID] = a
+	}
+	s.bumpLocked()
+}
+
+// stopAllocs stops allocs in one change.
+func (s *fakeServer) stopAllocs(ids ...string) {
+	s.lock.Lock()
+	defer s.lock.Unlock()
+	for _, id := range ids {
+		a := s.allocs[id].Copy()
+		a.DesiredStatus = structs.AllocDesiredStatusStop
+		a.AllocModifyIndex = s.index + 1
+		a.ModifyIndex = s.index + 1
+		s.allocs[id] = a
+	}
+	s.bumpLocked()
+}
