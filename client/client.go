@@ -168,9 +168,11 @@ func (c *Client) setupCSI() error {
 	}
 	c.plugins, c.csi, c.csiEvents = reg, mgr, allocrunner.NewCSIEvents()
 
+	setups := allocrunner.NewCSISetups()
 	cfg.AllocHooks = append(slices.Clone(cfg.AllocHooks), allocrunner.NewCSIHookFactory(allocrunner.CSIHookConfig{
 		Manager: mgr, RPC: c.rpc, NodeID: c.NodeID, Drivers: cfg.Drivers, Events: c.csiEvents,
 		PluginWait: cfg.CSI.PluginWait, RetryBackoff: cfg.CSI.RetryBackoff, PostrunWait: cfg.CSI.PostrunWait,
+		Setups: setups,
 	}))
 	supervisor := taskrunner.NewPluginSupervisorHookFactory(taskrunner.PluginSupervisorConfig{
 		Registry: reg, Root: root, Drivers: cfg.Drivers, ProbeInterval: cfg.CSI.PluginProbeInterval, CSIOptions: cfg.CSI.ClientOptions,
@@ -181,7 +183,8 @@ func (c *Client) setupCSI() error {
 		}
 		return taskrunner.NewVolumeMountHook(hc)
 	}
-	cfg.TaskHooks = append(slices.Clone(cfg.TaskHooks), supervisor, volumeMount)
+	// Last: task starts let the node's volume setups finish first.
+	cfg.TaskHooks = append(slices.Clone(cfg.TaskHooks), supervisor, volumeMount, setups.TaskHookFactory(allocrunner.DefaultCSISetupsWait))
 	return nil
 }
 

@@ -60,6 +60,9 @@ type CSIHookConfig struct {
 	// Plugins remembers each volume's plugin across the client's allocs;
 	// NewCSIHookFactory makes one when nil.
 	Plugins *CSIVolumePlugins
+	// Setups counts the Preruns under way on the node, for task starts to
+	// wait on (nil counts nothing).
+	Setups *CSISetups
 }
 
 // CSIVolumePlugins remembers which plugin each volume (namespace/ID) was
@@ -209,6 +212,7 @@ func (h *csiHook) Prerun(ctx context.Context) error {
 	if err := checkMountSupport(h.tg, h.volumes, h.driverMountSupport); err != nil {
 		return err
 	}
+	defer h.cfg.Setups.begin()()
 	// The first failure cancels the other volumes' setup; what they did is
 	// persisted and released by Postrun.
 	ctx, cancel := context.WithCancel(ctx)

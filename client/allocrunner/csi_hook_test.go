@@ -198,6 +198,8 @@ type csiClient struct {
 	pluginWait time.Duration
 	// plugins is CSIHookConfig.Plugins, shared by the client's allocs.
 	plugins *CSIVolumePlugins
+	// setups is CSIHookConfig.Setups, shared likewise.
+	setups *CSISetups
 }
 
 type runningAlloc struct {
@@ -217,7 +219,7 @@ func (h *csiHarness) client() *csiClient {
 	must.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &csiClient{h: h, registry: reg, mgr: mgr, events: NewCSIEvents(), cancel: cancel, done: make(chan struct{}), pluginWait: 10 * time.Second,
-		plugins: NewCSIVolumePlugins()}
+		plugins: NewCSIVolumePlugins(), setups: NewCSISetups()}
 	go func() {
 		defer close(c.done)
 		mgr.Run(ctx)
@@ -241,7 +243,7 @@ func (c *csiClient) run(a *structs.Allocation, restore bool) *Runner {
 		Manager: c.mgr, RPC: h.server.RPC, NodeID: func() string { return "node-1" },
 		Drivers: map[string]drivers.Driver{"mock": mountingDriver{h.host.Driver()}, "raw_exec": h.host.NamedDriver("raw_exec")},
 		Events:  c.events, PluginWait: c.pluginWait, PostrunWait: 50 * time.Millisecond, Plugins: c.plugins,
-		RetryBackoff: helper.Backoff{Base: 10 * time.Millisecond, Max: 40 * time.Millisecond},
+		RetryBackoff: helper.Backoff{Base: 10 * time.Millisecond, Max: 40 * time.Millisecond}, Setups: c.setups,
 	})
 	addEvents := func(hc *taskrunner.HookConfig) taskrunner.Hook {
 		c.events.AddTask(hc.Alloc.ID, hc.Task.Name, hc.Lifecycle)
@@ -458,6 +460,7 @@ func TestCSIHook_WaitsForTheNodePluginThenRuns(t *testing.T) {
 	})
 	must.Eq(t, 0, h.host.Starts(a.ID+"/web"))
 	must.Eq(t, 0, h.server.claimCount(), must.Sprint("no claim before the plugin can give the node's ID"))
+	must.Eq(t, 1, c.setups.underWay(), must.Sprint("the setup counts for task starts to wait on"))
 	waiting := h.server.reports(structs.CSIClaimPhasePublish)
 	must.Len(t, 1, waiting, must.Sprint("the reserved claim says why it waits"))
 	must.Eq(t, `node plugin "fakeplug" not running on this node`, waiting[0].Error)
@@ -469,6 +472,7 @@ func TestCSIHook_WaitsForTheNodePluginThenRuns(t *testing.T) {
 	reports := h.server.reports(structs.CSIClaimPhasePublish)
 	must.Len(t, 2, reports)
 	must.Eq(t, "", reports[1].Error, must.Sprint("cleared once the plugin is there"))
+	must.Eq(t, 0, c.setups.underWay(), must.Sprint("the setup ended with the Prerun"))
 }
 
 func TestCSIHook_PluginThatNeverComesFailsTheAllocClearly(t *testing.T) {
