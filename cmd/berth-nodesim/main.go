@@ -3,7 +3,8 @@
 // and claims. Each simulated node is the real client (registration,
 // heartbeats, the alloc watch and status sync, the CSI fingerprint and
 // hook) with the minimal alloc runner (allocrunner.NewMinimal: no tasks)
-// and a fake CSI node plugin of its own. It registers one per_alloc volume
+// and a fake CSI node plugin of its own, which the client dials and calls
+// through gRPC, served in memory (-plugin-socket: on a unix socket). It registers one per_alloc volume
 // per alloc, runs one job whose allocs each claim their own, stops it, and
 // prints a table. Every phase has a deadline and the whole run is bounded
 // by -timeout; it stops by itself.
@@ -39,6 +40,7 @@ func main() {
 	flag.IntVar(&o.pid, "pid", 0, "with -address: the server's pid, to report its RSS")
 	flag.BoolVar(&o.raftMem, "raft-mem", false, "in-process server: keep Raft in memory instead of on disk")
 	flag.StringVar(&o.state, "client-state", "mem", "client state store: mem, or bolt (a state.db per node, fsynced as in production)")
+	flag.BoolVar(&o.pluginSocket, "plugin-socket", false, "serve each node's fake plugin on a unix socket (two file descriptors a node) instead of in memory")
 	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "hard bound on the whole run")
 	flag.DurationVar(&o.settle, "settle", 0, "how long to watch heartbeats once every node is up (default: 1.5 heartbeat TTLs)")
 	flag.IntVar(&o.startConcurrency, "start-concurrency", 32, "nodes started at once")
@@ -100,6 +102,7 @@ type options struct {
 	address          string
 	pid              int
 	raftMem          bool
+	pluginSocket     bool
 	state            string
 	timeout, settle  time.Duration
 	startConcurrency int

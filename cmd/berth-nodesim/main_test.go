@@ -14,9 +14,15 @@ import (
 // TestRun_SmallClusterClaimsPublishesAndFrees runs the whole simulation
 // with a few nodes against the in-process server: every node registers
 // with a healthy plugin, every alloc's volume is claimed, published,
-// unpublished and freed, and the table says so.
+// unpublished and freed, and the table says so; with the plugins in
+// memory (the default) and on unix sockets.
 func TestRun_SmallClusterClaimsPublishesAndFrees(t *testing.T) {
-	o := &options{nodes: 3, allocs: 6, state: "mem", settle: 100 * time.Millisecond, raftMem: true,
+	t.Run("in memory", func(t *testing.T) { testSmallCluster(t, false) })
+	t.Run("unix socket", func(t *testing.T) { testSmallCluster(t, true) })
+}
+
+func testSmallCluster(t *testing.T, pluginSocket bool) {
+	o := &options{nodes: 3, allocs: 6, state: "mem", settle: 100 * time.Millisecond, raftMem: true, pluginSocket: pluginSocket,
 		startConcurrency: 3, logger: hclog.NewNullLogger(), progress: hclog.NewNullLogger()}
 	must.NoError(t, o.validate())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -35,6 +41,8 @@ func TestRun_SmallClusterClaimsPublishesAndFrees(t *testing.T) {
 	must.Eq(t, 6, res.freed)
 	must.Positive(t, res.claimEntries)
 	must.Positive(t, res.releaseEntries)
+	must.StrContains(t, res.claimEntryKinds, "claims ")
+	must.SliceNotEmpty(t, res.claimTrace)
 	var out bytes.Buffer
 	res.print(&out, o)
 	must.StrContains(t, out.String(), "volumes claimed and published")

@@ -9,12 +9,14 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/berth-io/berth/client"
 	"github.com/berth-io/berth/client/allocrunner"
 	"github.com/berth-io/berth/client/dynamicplugins"
 	"github.com/berth-io/berth/client/state"
 	"github.com/berth-io/berth/nomad/structs"
+	"github.com/berth-io/berth/plugins/csi"
 	"github.com/berth-io/berth/plugins/csi/fake"
 	"github.com/berth-io/berth/plugins/drivers"
 	"github.com/berth-io/berth/plugins/drivers/mock"
@@ -23,8 +25,12 @@ import (
 // pluginID is the simulated node plugin's ID on every node.
 const pluginID = "nodesim"
 
+// pluginBuffer is each direction's buffer of an in-memory plugin
+// connection: a gRPC frame's worth.
+const pluginBuffer = 16 << 10
+
 // simNode is one simulated node: a real client with the minimal alloc
-// runner and a fake node plugin of its own on a unix socket.
+// runner and a fake node plugin of its own, in memory or on a unix socket.
 type simNode struct {
 	name   string
 	plugin *fake.Plugin
@@ -88,8 +94,11 @@ type nodeOptions struct {
 	dir      string
 	rpc      func() client.RPCer
 	memState bool
-	logger   hclog.Logger
-	obs      func(fake.Call)
+	// pluginSocket serves each fake plugin on a unix socket instead of
+	// in memory.
+	pluginSocket bool
+	logger       hclog.Logger
+	obs          func(fake.Call)
 }
 
 func startNode(i int, o nodeOptions) (*simNode, error) {
@@ -105,8 +114,19 @@ func startNode(i int, o nodeOptions) (*simNode, error) {
 	if err := mkdir(dir); err != nil {
 		return nil, err
 	}
-	if err := n.plugin.Listen(sock); err != nil {
-		return nil, fmt.Errorf("node %s: %w", n.name, err)
+	var csiOpts []csi.Option
+	if o.pluginSocket {
+		if err := n.plugin.Listen(sock); err != nil {
+			return nil, fmt.Errorf("node %s: %w", n.name, err)
+		}
+	} else {
+		// In memory: the client still dials its plugin and calls it
+		// through gRPC, but no socket costs two file descriptors.
+		lis := bufconn.Listen(pluginBuffer)
+		if err := n.plugin.Serve(lis); err != nil {
+			return nil, fmt.Errorf("node %s: %w", n.name, err)
+		}
+		csiOpts = append(csiOpts, csi.WithDialer(lis.DialContext))
 	}
 	cfg := &client.Config{
 		DataDir: filepath.Join(dir, "data"),
@@ -124,7 +144,8 @@ func startNode(i int, o nodeOptions) (*simNode, error) {
 				Name: pluginID, Type: dynamicplugins.PluginTypeCSINode, SocketPath: sock, AllocID: "nodesim",
 			}},
 			// Nothing is mounted: the fake plugin only answers.
-			IsMountpoint: func(string) (bool, error) { return false, nil },
+			IsMountpoint:  func(string) (bool, error) { return false, nil },
+			ClientOptions: csiOpts,
 		},
 	}
 	if o.memState {

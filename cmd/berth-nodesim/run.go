@@ -303,7 +303,7 @@ func startNodes(ctx context.Context, o *options, dir string, newRPC func() clien
 		wg.Go(func() {
 			defer func() { <-sem }()
 			nodes[i], errs[i] = startNode(i, nodeOptions{
-				dir: dir, rpc: newRPC, memState: o.state == "mem", logger: o.logger, obs: pubs.observe,
+				dir: dir, rpc: newRPC, memState: o.state == "mem", pluginSocket: o.pluginSocket, logger: o.logger, obs: pubs.observe,
 			})
 		})
 	}

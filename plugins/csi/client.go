@@ -206,8 +206,14 @@ func (c *client) Connection() uint64 {
 // ignores gRPC's rendering of the target: the client has one socket. A
 // connection is counted before gRPC can send a call over it.
 func (c *client) dial(ctx context.Context, _ string) (net.Conn, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", c.socket)
+	var conn net.Conn
+	var err error
+	if c.cfg.dialer != nil {
+		conn, err = c.cfg.dialer(ctx)
+	} else {
+		var d net.Dialer
+		conn, err = d.DialContext(ctx, "unix", c.socket)
+	}
 	if err != nil {
 		return nil, err
 	}

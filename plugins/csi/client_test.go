@@ -13,6 +13,7 @@ import (
 	"github.com/shoenig/test/wait"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/berth-io/berth/plugins/csi/fake"
 )
@@ -189,4 +190,22 @@ func TestClient_RelativeSocketPath(t *testing.T) {
 	must.NoError(t, err)
 	must.EqOp(t, "fake.csi.berth.io", name)
 	must.EqOp(t, 1, p.Calls("GetPluginInfo"))
+}
+
+// WithDialer reaches a plugin served in memory (berth-nodesim's): calls go
+// through gRPC over the dialed connection, and the socket path, where
+// nothing listens, only names the plugin.
+func TestClient_WithDialer(t *testing.T) {
+	lis := bufconn.Listen(16 << 10)
+	p := fake.New()
+	must.NoError(t, p.Serve(lis))
+	t.Cleanup(p.Stop)
+
+	c, err := New(socketPath(t), nil, WithDialer(lis.DialContext), WithMaxAttempts(1))
+	must.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	_, err = c.Probe(testCtx(t))
+	must.NoError(t, err)
+	must.EqOp(t, 1, p.Calls("Probe"))
+	must.EqOp(t, uint64(1), c.Connection())
 }

@@ -1,6 +1,8 @@
 package csi
 
 import (
+	"context"
+	"net"
 	"time"
 )
 
@@ -53,6 +55,7 @@ type config struct {
 	backoff     Backoff
 	clock       Clock
 	pluginID    string
+	dialer      func(context.Context) (net.Conn, error)
 }
 
 func defaultConfig() config {
@@ -87,6 +90,14 @@ func WithTimeouts(t Timeouts) Option {
 // label of csi.rpc.latency).
 func WithPluginID(id string) Option {
 	return func(c *config) { c.pluginID = id }
+}
+
+// WithDialer makes the client reach its plugin through dial instead of
+// the unix socket, which then only names it: for plugins served in the
+// same process (berth-nodesim runs thousands, and a socket costs two file
+// descriptors a plugin). Calls still go through gRPC as over a socket.
+func WithDialer(dial func(context.Context) (net.Conn, error)) Option {
+	return func(c *config) { c.dialer = dial }
 }
 
 // WithMaxAttempts sets how many times a retryable RPC is tried in one call,

@@ -99,6 +99,22 @@ func (p *Plugin) Listen(socketPath string) error {
 	if err != nil {
 		return fmt.Errorf("listening on %q: %w", socketPath, err)
 	}
+	return p.serveLocked(lis)
+}
+
+// Serve serves the plugin on lis instead of a unix socket (berth-nodesim
+// serves thousands in one process over in-memory listeners, which cost no
+// file descriptors); otherwise as Listen. Stop closes lis.
+func (p *Plugin) Serve(lis net.Listener) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.server != nil {
+		return errors.New("fake csi plugin is already serving")
+	}
+	return p.serveLocked(lis)
+}
+
+func (p *Plugin) serveLocked(lis net.Listener) error {
 	// WaitForHandlers makes Stop wait for running handlers, so no handler
 	// outlives the plugin.
 	srv := grpc.NewServer(grpc.WaitForHandlers(true))
