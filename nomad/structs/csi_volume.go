@@ -167,9 +167,14 @@ func (v *CSIVolume) Validate() error {
 		errs = append(errs, fmt.Errorf("capacity_min (%d) and capacity_max (%d) must not be negative",
 			v.RequestedCapacityMin, v.RequestedCapacityMax))
 	}
-	for name, m := range map[string]map[string]string{"parameters": v.Parameters, "context": v.Context, "secrets": v.Secrets} {
-		if n := mapBytes(m); n > MaxMapBytes {
-			errs = append(errs, fmt.Errorf("%s are %d bytes, over the limit of %d", name, n, MaxMapBytes))
+	// In a fixed order (a map literal here ranged in a random one, so the
+	// same request got its errors in another order each time).
+	for _, m := range [...]struct {
+		name string
+		m    map[string]string
+	}{{"parameters", v.Parameters}, {"context", v.Context}, {"secrets", v.Secrets}} {
+		if n := mapBytes(m.m); n > MaxMapBytes {
+			errs = append(errs, fmt.Errorf("%s are %d bytes, over the limit of %d", m.name, n, MaxMapBytes))
 		}
 	}
 	if v.PluginID == "" {
