@@ -372,8 +372,10 @@ func (h *csiHook) setupVolume(ctx context.Context, name string) (*shared.CSIMoun
 
 	st := &csiVolumeState{Step: csiVolumeClaiming, Source: source, Namespace: h.namespace(), PluginID: pluginID, Usage: usage}
 	if prev != nil && prev.needsUnmount() {
-		// A mount may be half there: keep undoing it on release.
-		st.Step = csiVolumeMounting
+		// A mount may be half there: keep undoing it on release, by the
+		// ID the plugin knows the volume by (a claim refused now leaves
+		// the release only prev's).
+		st.Step, st.ExternalID = csiVolumeMounting, prev.ExternalID
 	}
 	if err := h.saveVolume(name, st); err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/shoenig/test/must"
 	"google.golang.org/grpc/codes"
 
@@ -613,6 +614,33 @@ func TestCSIHook_RestoreRemountsWhenTheMountIsGone(t *testing.T) {
 	must.Eq(t, 2, h.server.claimCount(), must.Sprint("claimed again for a fresh publish context"))
 	must.Eq(t, 2, h.plugin.Calls("NodePublishVolume"))
 	must.Eq(t, 1, h.plugin.Calls("NodeStageVolume"), must.Sprint("the staging is still recorded"))
+}
+
+// TestCSIHook_RestoredMountReleasedByItsExternalID: a restarted client
+// finds an alloc's mount gone, and the servers refuse the alloc a new
+// claim (it is stopping). The release still unpublishes what the old
+// mount may have left, by the volume's external ID: the plugin knows the
+// volume by no other (the simulator's seed 28 saw NodeUnpublishVolume
+// name the Berth ID, which a plugin may answer NotFound, "already done",
+// leaving the mount).
+func TestCSIHook_RestoredMountReleasedByItsExternalID(t *testing.T) {
+	h := newCSIHarness(t, registered("db[0]"))
+	c1 := h.client()
+	c1.registerPlugin()
+	a := csiAlloc("0", perAllocVolume(), "mock")
+	waitRunning(t, c1.run(a, false))
+	c1.shutdown()
+
+	h.server.claimErrs = []error{structs.NewError(structs.CodeConflict, `claiming volume "db[0]" for alloc %s: the alloc is stopping`, a.ID)}
+	c2 := h.client()
+	r2 := c2.run(a, true)
+	waitTasksExited(t, r2)
+	testutil.WaitForResult(t, func() (bool, error) {
+		return h.server.unpublished(a.ID) == 1, fmt.Errorf("events: %s", describeEvents(r2.Alloc()))
+	})
+	must.Eq(t, 1, h.plugin.Calls("NodeUnpublishVolume"))
+	req := h.plugin.LastRequest("NodeUnpublishVolume").(*csipb.NodeUnpublishVolumeRequest)
+	must.Eq(t, "ext-db[0]", req.GetVolumeId())
 }
 
 // TestCSIHook_SharedStagingSurvivesRestart: two allocs share a staged

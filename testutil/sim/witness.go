@@ -362,6 +362,16 @@ func exceeds(mode structs.CSIVolumeAccessMode, nodes, writers int) string {
 }
 
 func (w *Witness) unpublishing(node string, req *csipb.NodeUnpublishVolumeRequest) {
+	// The plugin knows the volume at that target by the ID it was
+	// published with; another (say the CO's own volume ID) may be
+	// answered NotFound, which the CO takes for "already unpublished",
+	// and the mount stays (seed 28, a restored alloc's release).
+	w.mu.Lock()
+	if p, ok := w.pubs[node+"\x00"+req.GetTargetPath()]; ok && p.Vol != req.GetVolumeId() {
+		w.violations = append(w.violations, Violation{Check: CheckProtocol, Msg: fmt.Sprintf(
+			"NodeUnpublishVolume on %s of %s names volume %q, but %q is published there", node, req.GetTargetPath(), req.GetVolumeId(), p.Vol)})
+	}
+	w.mu.Unlock()
 	alloc := allocOf(req.GetTargetPath())
 	running := w.Running(alloc)
 	if len(running) == 0 {

@@ -264,3 +264,19 @@ func TestAbandonedByOperator(t *testing.T) {
 	}
 	must.False(t, abandonedByOperator(nil, "n1", t0))
 }
+
+// TestWitness_UnpublishByTheWrongVolumeID: a NodeUnpublishVolume must name
+// the volume published at its target (check 7).
+func TestWitness_UnpublishByTheWrongVolumeID(t *testing.T) {
+	w := NewWitness(map[string]structs.CSIVolumeAccessMode{"ext-v": structs.CSIVolumeAccessModeSingleNodeWriter})
+	w.Running = func(string) []string { return nil }
+	publish(w, "n", "ext-v", "a1", false)
+	unpub := func(vol string) {
+		req := &csipb.NodeUnpublishVolumeRequest{VolumeId: vol, TargetPath: "/d/n/client/csi/p/per-alloc/a1/ext-v/usage"}
+		w.Observer("n")(fake.Call{Method: "NodeUnpublishVolume", Req: req})
+	}
+	unpub("ext-v")
+	must.SliceEmpty(t, w.Violations())
+	unpub("v")
+	must.Eq(t, []Check{CheckProtocol}, checks(w.Violations()))
+}
