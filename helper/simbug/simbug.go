@@ -31,7 +31,15 @@ const (
 	// alloc's replacement publishes the volume elsewhere while the cut-off
 	// client still has it published. Breaks guarantee 1.
 	FreeOnNodeDown Bug = "free-on-node-down"
+	// UnfencedVolumeCall: the client's volume manager releases a volume's
+	// lock as soon as the caller of a NodeStage or NodePublish gives up
+	// (its alloc stopped), while the plugin may still be inside the call
+	// (csimanager's fenced, 08506e9): the release's NodeUnpublish runs
+	// first, the claim is freed, and the publish lands afterwards on a
+	// node that holds no claim. A slow plugin call exposes it. Breaks
+	// guarantee 1 (check 4, and check 1 once another node publishes).
+	UnfencedVolumeCall Bug = "unfenced-volume-call"
 )
 
 // All lists every known bug.
-var All = []Bug{FreeOnStop, IgnoreCapability, SkipControllerUnpublish, FreeOnNodeDown}
+var All = []Bug{FreeOnStop, IgnoreCapability, SkipControllerUnpublish, FreeOnNodeDown, UnfencedVolumeCall}

@@ -254,3 +254,35 @@ func TestRegression_ReleaseLeftTheAttachmentToAReservation(t *testing.T) {
 		})
 	}
 }
+
+// slowPublishOfAStoppedAlloc: an alloc is stopped while its node plugin
+// is still inside a slow NodePublish, which lands after the caller gave
+// up. The client must not unpublish (nor the servers free the claim)
+// before the plugin is done with that call (csimanager's fenced); the
+// bug it fixed, simbug.UnfencedVolumeCall, leaves the volume published
+// for an alloc whose claim is freed (check 4; the 10,000-schedule run's
+// check-1 reports, seed 41155 among them, once another node publishes).
+func slowPublishOfAStoppedAlloc() *Schedule {
+	return &Schedule{Seed: 41155, Nodes: 1, Servers: 1, Profile: Profile{StageUnstage: true},
+		Volumes: []Volume{{ID: "v0", Mode: structs.CSIVolumeAccessModeSingleNodeWriter}},
+		Ops: []Op{
+			{Kind: FaultSlow, Node: 0, Method: "NodePublishVolume", Wait: 1200 * time.Millisecond},
+			{Kind: OpRunJob, Job: 0, Vol: 0},
+			{Kind: OpWait, Wait: 400 * time.Millisecond},
+			{Kind: OpStopJob, Job: 0},
+			{Kind: OpWait, Wait: 1500 * time.Millisecond},
+		}}
+}
+
+// TestRegression_SlowPublishOfAStoppedAlloc: with the volume manager's
+// fence, the late publish is unpublished after it lands, and the schedule
+// ends clean. (bugs_test.go shows it fails with the fence removed.)
+func TestRegression_SlowPublishOfAStoppedAlloc(t *testing.T) {
+	vs, st := RunStats(t, slowPublishOfAStoppedAlloc())
+	if len(vs) > 0 {
+		t.Errorf("violations:\n%v", vs)
+	}
+	if st.Publishes == 0 {
+		t.Errorf("the slow publish never landed: %+v", st)
+	}
+}

@@ -251,6 +251,8 @@ func (r *runner) do(o Op) {
 				r.mu.Unlock()
 			}
 		}
+	case FaultSlow:
+		c.nodes[o.Node].plugin.SetSlow(o.Method, o.Wait)
 	case FaultCtrl:
 		for _, n := range c.nodes {
 			if o.Hang {

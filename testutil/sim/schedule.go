@@ -65,10 +65,11 @@ const (
 	OpGC          Kind = "gc"
 	OpWait        Kind = "wait" // Wait
 	OpExitTasks   Kind = "exit-tasks"
-	FaultKill     Kind = "kill-client"    // Node
-	FaultRestart  Kind = "restart-client" // Node (heals FaultKill)
-	FaultNode     Kind = "node-plugin"    // Node, Method, Code / Hang
-	FaultCtrl     Kind = "controller"     // Method, Code / Hang (every controller instance)
+	FaultKill     Kind = "kill-client"      // Node
+	FaultRestart  Kind = "restart-client"   // Node (heals FaultKill)
+	FaultNode     Kind = "node-plugin"      // Node, Method, Code / Hang
+	FaultSlow     Kind = "slow-node-plugin" // Node, Method, Wait: each call takes Wait and outlives a caller that gives up
+	FaultCtrl     Kind = "controller"       // Method, Code / Hang (every controller instance)
 	FaultHealCSI  Kind = "heal-plugins"
 	FaultLoseMnts Kind = "lose-mounts" // Node: client killed, and its plugin loses what it mounted
 	FaultRestartS Kind = "restart-leader"
@@ -113,6 +114,8 @@ func (o Op) String() string {
 			return fmt.Sprintf("node-plugin n%d %s hang", o.Node, o.Method)
 		}
 		return fmt.Sprintf("node-plugin n%d %s %s", o.Node, o.Method, o.Code)
+	case FaultSlow:
+		return fmt.Sprintf("%s n%d %s %s", o.Kind, o.Node, o.Method, o.Wait)
 	case FaultCutNode:
 		return fmt.Sprintf("%s n%d for %s", o.Kind, o.Node, o.Wait)
 	case FaultCutServer:
@@ -192,6 +195,8 @@ type GenConfig struct {
 	// NoPartitions leaves out partitions and lossy Raft (and the
 	// disconnect deadline that only they exercise).
 	NoPartitions bool
+	// NoSlow leaves out slow node-plugin calls (addSlow).
+	NoSlow bool
 }
 
 // DefaultGen is what `make sim` and the tests generate.
@@ -278,7 +283,53 @@ func Generate(seed uint64, cfg GenConfig) *Schedule {
 	if !cfg.NoFaults && !cfg.NoPartitions {
 		addPartitions(s, seed, cfg)
 	}
+	if !cfg.NoFaults && !cfg.NoSlow {
+		addSlow(s, seed, cfg)
+	}
 	return s
+}
+
+// addSlow makes a node plugin's NodePublish or NodeStage slow in a third
+// of the schedules: each call takes 0.3-1.5 s, under the clients' 2 s
+// per-attempt timeout, and goes on to its end after its caller gave up
+// (its alloc stopped), as a plugin that does not watch its context does;
+// the mount lands late. It is drawn from a stream of its own, after
+// partitions, so that the rest of a seed's schedule is what it was before
+// slow calls existed.
+//
+// Never on a node whose client the schedule kills: the client's fence of
+// a plugin call (csimanager's fenced) lives in its memory, so a call that
+// outlives the client process can race the restarted client's calls on
+// that volume. CSI leaves that case to the plugin (ABORTED for a second
+// call in flight on a volume); DESIGN §5 states the assumption.
+func addSlow(s *Schedule, seed uint64, cfg GenConfig) {
+	r := rand.New(rand.NewPCG(seed^0x5bd1e9955bd1e995, seed+0x27d4eb2f165667c5))
+	if r.IntN(3) > 0 {
+		return
+	}
+	o := Op{Kind: FaultSlow, Node: r.IntN(cfg.Nodes), Method: "NodePublishVolume",
+		Wait: time.Duration(300+r.IntN(1200)) * time.Millisecond}
+	if slices.ContainsFunc(s.Ops, func(k Op) bool { return (k.Kind == FaultKill || k.Kind == FaultLoseMnts) && k.Node == o.Node }) {
+		return
+	}
+	if r.IntN(2) == 0 && s.Profile.StageUnstage {
+		o.Method = "NodeStageVolume"
+	}
+	// Before the run of a job the schedule stops later, when there is
+	// one: a slow call matters most to an alloc stopped meanwhile.
+	at := r.IntN(len(s.Ops) + 1)
+	var runs []int
+	for i, op := range s.Ops {
+		if op.Kind == OpRunJob && slices.ContainsFunc(s.Ops[i:], func(k Op) bool {
+			return (k.Kind == OpStopJob || k.Kind == OpPurgeJob) && k.Job == op.Job
+		}) {
+			runs = append(runs, i)
+		}
+	}
+	if len(runs) > 0 {
+		at = runs[r.IntN(len(runs))]
+	}
+	s.Ops = slices.Insert(s.Ops, at, o)
 }
 
 // partitionDeadline is the disconnect deadline of the schedules whose

@@ -191,7 +191,7 @@ func TestGenerate(t *testing.T) {
 	}
 	for _, k := range []Kind{OpRunJob, OpStopJob, OpPurgeJob, OpDrain, OpIneligible, OpEligible, OpDetach, OpGC, OpWait,
 		OpExitTasks, FaultKill, FaultRestart, FaultNode, FaultCtrl, FaultHealCSI, FaultRestartS, FaultLoseMnts,
-		FaultCutNode, FaultCutServer, FaultLossyRaft} {
+		FaultCutNode, FaultCutServer, FaultLossyRaft, FaultSlow} {
 		must.True(t, kinds[k], must.Sprintf("no schedule has %s", k))
 	}
 	must.MapLen(t, len(modes), modesSeen)
@@ -202,16 +202,22 @@ func TestGenerate(t *testing.T) {
 }
 
 // TestGenerate_Partitions: partitions heal by themselves, server ones
-// only where there are servers to cut, and a seed's other ops are what
-// they were without partitions (replays of older seeds keep their base).
+// only where there are servers to cut, slow calls end within the call
+// timeout, and a seed's other ops are what they were without partitions
+// and slow calls (replays of older seeds keep their base).
 func TestGenerate_Partitions(t *testing.T) {
 	deadlines := 0
 	for seed := range uint64(400) {
 		s := Generate(seed, DefaultGen)
-		base := Generate(seed, GenConfig{Ops: DefaultGen.Ops, Nodes: DefaultGen.Nodes, Servers: DefaultGen.Servers, NoPartitions: true})
+		base := Generate(seed, GenConfig{Ops: DefaultGen.Ops, Nodes: DefaultGen.Nodes, Servers: DefaultGen.Servers, NoPartitions: true, NoSlow: true})
 		var rest []Op
 		for _, o := range s.Ops {
 			switch o.Kind {
+			case FaultSlow:
+				must.Between(t, 300*time.Millisecond, o.Wait, 1500*time.Millisecond,
+					must.Sprintf("seed %d: %s must end within the clients' 2 s call timeout", seed, o))
+				must.False(t, slices.ContainsFunc(s.Ops, func(k Op) bool { return (k.Kind == FaultKill || k.Kind == FaultLoseMnts) && k.Node == o.Node }),
+					must.Sprintf("seed %d: %s on a node whose client is killed", seed, o))
 			case FaultCutNode, FaultCutServer, FaultLossyRaft:
 				must.Positive(t, o.Wait, must.Sprintf("seed %d: %s never heals by itself", seed, o))
 				if o.Kind != FaultCutNode {

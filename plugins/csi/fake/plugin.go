@@ -10,6 +10,7 @@
 //	p.Configure(func(s *fake.Settings) { s.NodeID = "node-1" })
 //	p.NextErr("NodePublishVolume", codes.Unavailable, codes.Unavailable) // then OK
 //	p.SetHang("NodeUnpublishVolume", true) // block until the caller gives up
+//	p.SetSlow("NodePublishVolume", time.Second) // answer late, even to a caller that gave up
 //	... code under test ...
 //	p.Calls("NodePublishVolume")                                               // 3
 //	p.LastRequest("NodePublishVolume").(*csipb.NodePublishVolumeRequest)
@@ -27,6 +28,7 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
@@ -46,6 +48,7 @@ type Plugin struct {
 	settings  Settings
 	nextErrs  map[string][]codes.Code
 	hang      map[string]bool
+	slow      map[string]time.Duration
 	responses map[string]proto.Message
 	calls     map[string]int
 	last      map[string]proto.Message
@@ -62,6 +65,7 @@ func New() *Plugin {
 		settings:  DefaultSettings(),
 		nextErrs:  map[string][]codes.Code{},
 		hang:      map[string]bool{},
+		slow:      map[string]time.Duration{},
 		responses: map[string]proto.Message{},
 		calls:     map[string]int{},
 		last:      map[string]proto.Message{},
@@ -174,13 +178,29 @@ func (p *Plugin) SetHang(method string, hang bool) {
 	p.hang[method] = hang
 }
 
-// ClearFaults drops every queued NextErr and every SetHang: the plugin
-// answers normally again (a fault healed).
+// SetSlow makes every call of method take d before the plugin answers it
+// (0: answer at once again), and go on to its end even when its caller
+// gives up meanwhile: a plugin that does not watch its call's context,
+// whose NodeStage or NodePublish lands after the CO stopped waiting. The
+// call is counted and recorded when it arrives; an observer sees it done
+// after d, with its normal outcome (a scripted NextErr included). A
+// stopping plugin ends it with Unavailable.
+func (p *Plugin) SetSlow(method string, d time.Duration) {
+	mustKnow(method)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.slow[method] = d
+}
+
+// ClearFaults drops every queued NextErr, SetHang and SetSlow: the plugin
+// answers normally again (a fault healed). Slow calls already under way
+// finish as they began.
 func (p *Plugin) ClearFaults() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	clear(p.nextErrs)
 	clear(p.hang)
+	clear(p.slow)
 }
 
 // SetResponse makes method answer with a copy of resp (which must be the
@@ -282,6 +302,19 @@ func (p *Plugin) begin(ctx context.Context, method string, req proto.Message) er
 		case <-stopping:
 			return status.Error(codes.Unavailable, "fake csi plugin stopping")
 		}
+	}
+	if d := p.slow[method]; d > 0 {
+		stopping := p.stopping
+		p.mu.Unlock()
+		// Not the caller's ctx: the point is a call that outlives it.
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-stopping:
+			t.Stop()
+			return status.Error(codes.Unavailable, "fake csi plugin stopping")
+		}
+		p.mu.Lock()
 	}
 	code := codes.OK
 	if q := p.nextErrs[method]; len(q) > 0 {

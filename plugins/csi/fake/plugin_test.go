@@ -124,6 +124,46 @@ func TestPlugin_Hang(t *testing.T) {
 	})
 }
 
+// TestPlugin_Slow: a slow call's caller gives up first, and the plugin
+// still finishes the call afterwards, as the observer sees.
+func TestPlugin_Slow(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "csi.sock")
+	p := Start(t, sock)
+	done := make(chan Call, 1)
+	p.SetObserver(func(c Call) {
+		if c.Done && c.Method == "NodePublishVolume" {
+			done <- c
+		}
+	})
+	node := csipb.NewNodeClient(dial(t, sock))
+	p.SetSlow("NodePublishVolume", 300*time.Millisecond)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() {
+		// Give up once the plugin has the call.
+		_ = p.WaitForCalls(t.Context(), "NodePublishVolume", 1)
+		cancel()
+	}()
+	_, err := node.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{VolumeId: "v"})
+	must.EqOp(t, codes.Canceled, status.Code(err))
+	select {
+	case c := <-done:
+		t.Fatalf("the slow call was over before its caller gave up: %+v", c)
+	default:
+	}
+	select {
+	case c := <-done:
+		must.NoError(t, c.Err, must.Sprint("the call goes on to its normal end after its caller gave up"))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the slow call never finished")
+	}
+
+	p.ClearFaults()
+	_, err = node.NodePublishVolume(testCtx(t), &csipb.NodePublishVolumeRequest{VolumeId: "v"})
+	must.NoError(t, err)
+	must.NoError(t, (<-done).Err)
+}
+
 func TestPlugin_Restart(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "csi.sock")
 	p := Start(t, sock)
