@@ -1,8 +1,12 @@
 package sim
 
 import (
+	"bytes"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/shoenig/test/must"
 )
@@ -51,4 +55,50 @@ func TestRunBounded_SeparateBounds(t *testing.T) {
 	for i, vs := range results {
 		must.Len(t, 1, vs, must.Sprintf("schedule %d's violations", i))
 	}
+}
+
+// lockedBuffer is a bytes.Buffer written from a timer's goroutine.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestRunBounded_ReportsAHungSchedule: a schedule that does not return
+// has its seed and the goroutines' stacks printed while it hangs, so a
+// long run that hangs says where.
+func TestRunBounded_ReportsAHungSchedule(t *testing.T) {
+	out := &lockedBuffer{}
+	saved := hangWatch
+	hangWatch.after, hangWatch.out = 50*time.Millisecond, out
+	defer func() { hangWatch = saved }()
+	release := make(chan struct{})
+	go func() {
+		defer close(release)
+		_ = waitFor(20*time.Second, func() error {
+			if !strings.Contains(out.String(), "seed=7 servers=1 still running") {
+				return fmt.Errorf("no hang report yet")
+			}
+			return nil
+		})
+	}()
+	hung := func(testing.TB, *Schedule) ([]Violation, Stats) {
+		<-release // hangs until the report is out (or 20 s)
+		return nil, Stats{}
+	}
+	runBounded(t, []*Schedule{{Seed: 7, Servers: 1}}, 1, 1, hung)
+	got := out.String()
+	must.StrContains(t, got, "seed=7 servers=1 still running")
+	must.StrContains(t, got, "TestRunBounded_ReportsAHungSchedule") // a stack of the hung schedule
 }

@@ -1,10 +1,13 @@
 package sim
 
 import (
+	"bytes"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -142,6 +145,7 @@ func runBounded(t *testing.T, scheds []*Schedule, p1, p3 int, run func(testing.T
 				runs.Go(func() {
 					defer func() { <-sem }()
 					t.Run(fmt.Sprintf("seed=%d", s.Seed), func(t *testing.T) {
+						defer watchdog(s)()
 						vs, st := run(t, s)
 						if os.Getenv("SIM_VERBOSE") != "" {
 							t.Logf("%s%+v", s, st)
@@ -168,6 +172,27 @@ func runBounded(t *testing.T, scheds []*Schedule, p1, p3 int, run func(testing.T
 		wg.Wait()
 	})
 	return results, total
+}
+
+// hangWatch: a schedule still running after .after has its seed and
+// every goroutine's stack written to .out. A schedule takes seconds
+// (minutes when the process is starved, stall.go); a run under -timeout 0
+// that hangs otherwise says nothing until someone looks (seeds
+// 42000-43999 once hung for 1,130 s on a server's shutdown).
+var hangWatch = struct {
+	after time.Duration
+	out   io.Writer
+}{10 * time.Minute, os.Stdout}
+
+// watchdog starts s's hang watch; the func it returns ends it.
+func watchdog(s *Schedule) (stop func() bool) {
+	after, out := hangWatch.after, hangWatch.out
+	return time.AfterFunc(after, func() {
+		var b bytes.Buffer
+		fmt.Fprintf(&b, "sim: seed=%d servers=%d still running after %s (replay: SEED=%d make sim); goroutines:\n", s.Seed, s.Servers, after, s.Seed)
+		_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
+		_, _ = out.Write(b.Bytes())
+	}).Stop
 }
 
 // parallelism is how many one-server and how many three-server schedules
