@@ -380,6 +380,7 @@ func (h *csiHook) setupVolume(ctx context.Context, name string) (*shared.CSIMoun
 	if err := h.saveVolume(name, st); err != nil {
 		return nil, err
 	}
+	steptrace.Mark(h.alloc.ID, steptrace.ClaimRecorded)
 	resp, err := h.claim(ctx, name, source, pluginID, req, vm.ExternalNodeID())
 	if err != nil {
 		return nil, err

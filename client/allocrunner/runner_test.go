@@ -84,11 +84,15 @@ type testHook struct {
 	prerunErr   error
 	postrunErrs int
 	hangPrerun  chan struct{} // when set, Prerun blocks on it, ignoring ctx
+	onPrerun    func()        // when set, Prerun calls it first
 }
 
 func (h *testHook) Name() string { return h.name }
 
 func (h *testHook) Prerun(ctx context.Context) error {
+	if h.onPrerun != nil {
+		h.onPrerun()
+	}
 	h.ev.add(fmt.Sprintf("%s.prerun(restored=%v)", h.name, h.restored))
 	if h.hangPrerun != nil {
 		<-h.hangPrerun
@@ -470,5 +474,40 @@ func TestRunner_ReportsAreNotOvertaken(t *testing.T) {
 		close(u.release)
 		wg.Wait()
 		must.Eq(t, 2, u.calls())
+	})
+}
+
+// The alloc dir is built beside the other hooks' Prerun, not before them
+// (the Claim RPC no longer waits for its mkdirs), and the tasks still
+// start only once it is built.
+func TestRunner_AllocDirIsBuiltBesideTheOtherPreruns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, structs.JobTypeService, nil, &structs.Task{Name: "t"})
+		hooksRan := make(chan struct{})
+		var once sync.Once
+		r := h.runner(false, func(th *testHook) { th.onPrerun = func() { once.Do(func() { close(hooksRan) }) } })
+		dir := r.hooks[0].(*allocDirHook)
+		built := false
+		dir.build = func() error {
+			select {
+			case <-hooksRan:
+			case <-time.After(time.Minute):
+				return errors.New("built alone: the other hooks waited for the alloc dir")
+			}
+			time.Sleep(time.Second) // a slow build: the task must wait for it
+			built = true
+			return dir.dir.Build([]string{"t"})
+		}
+		wait := run(r)
+		time.Sleep(500 * time.Millisecond)
+		synctest.Wait()
+		must.Eq(t, 0, h.host.Starts(h.taskID("t")), must.Sprint("no task starts before its alloc dir is built"))
+		time.Sleep(time.Second)
+		synctest.Wait()
+		must.True(t, built)
+		must.Eq(t, 1, h.host.Starts(h.taskID("t")))
+		must.Eq(t, structs.AllocClientStatusRunning, h.updater.last().ClientStatus)
+		must.NoError(t, r.Destroy(context.Background()))
+		wait()
 	})
 }

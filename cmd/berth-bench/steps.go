@@ -34,7 +34,8 @@ const (
 // missing from a run (a binary without the trace, a plugin that does not
 // stage) is skipped, and its leg folds into the next.
 var (
-	claimPath = []string{stepCreated, steptrace.AllocReceived, steptrace.AllocPersisted, steptrace.ClaimSent,
+	claimPath = []string{stepCreated, steptrace.AllocReceived, steptrace.AllocPersisted, steptrace.PrerunStarted,
+		steptrace.ClaimRecorded, steptrace.ClaimSent,
 		steptrace.ClaimAnswered, steptrace.Staged, steptrace.Published, stepMounted}
 	stopPath = []string{stepStopped, steptrace.StopReceived, steptrace.KillSent, steptrace.TaskExited,
 		steptrace.PostrunStarted, steptrace.Unpublished, steptrace.ReleaseAnswered, stepFreed}

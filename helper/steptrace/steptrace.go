@@ -67,6 +67,12 @@ const (
 	AllocReceived = "alloc-received"
 	// AllocPersisted: the runner wrote the new alloc to the client state.
 	AllocPersisted = "alloc-persisted"
+	// PrerunStarted: the alloc runner begins its prerun hooks (alloc dir,
+	// then CSI).
+	PrerunStarted = "prerun-started"
+	// ClaimRecorded: the CSI hook recorded that it is claiming (a write
+	// to the node-local state file).
+	ClaimRecorded = "claim-recorded"
 	// ClaimSent and ClaimAnswered bracket the CSIVolume.Claim RPC.
 	ClaimSent     = "claim-sent"
 	ClaimAnswered = "claim-answered"
