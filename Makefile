@@ -8,7 +8,7 @@ BIN     ?= $(CURDIR)/.bin
 BERTH   := $(BIN)/berth
 PKGS    := ./...
 
-.PHONY: all build browser dev demo test vet lint fmt-check tidy-check peers bench bench-ui bench-table fuzz sim clean
+.PHONY: all build browser dev demo test vet lint fmt-check tidy-check peers bench bench-ui bench-table fuzz sim chaos clean
 
 all: build
 
@@ -91,6 +91,15 @@ sim:
 	grep -v -e '^=== ' -e '^ *--- PASS' -e '^sim: ' -e '^PASS$$' -e '^ok ' $(BIN)/sim.log | tail -n 300; \
 	[ $$rc -eq 0 ] || echo "failed (exit $$rc); full log in $(BIN)/sim.log"; \
 	grep '^sim: ' $(BIN)/sim.log | tail -n 1 | grep . || echo "sim: 0 schedules, 1 violations, 0 s"; exit $$rc
+
+# chaos runs the simulator's slower companion (e2e/chaos_test.go, as
+# root): CHAOS_SCHEDULES seeded fault schedules against real agents, Raft
+# on disk, real mounts; CHAOS_SEED=<n> fixes the first seed (replay one
+# with CHAOS_SCHEDULES=1). make test runs 2 of them.
+CHAOS_SCHEDULES ?= 20
+CHAOS_SEED      ?=
+chaos:
+	CHAOS_SCHEDULES=$(CHAOS_SCHEDULES) CHAOS_SEED=$(CHAOS_SEED) $(GO) test -count=1 -timeout 60m -v -run '^TestE2E_Chaos$$' ./e2e/
 
 # fuzz runs each fuzz target briefly (make test does); FUZZTIME=5m by hand.
 # The default is a count, not a duration: with a duration, Go 1.26's fuzz

@@ -45,4 +45,15 @@
 //	crash_test.go          10. client SIGKILLed at each step of the claim
 //	                           path (helper/crashpoint), restarted: no mount
 //	                           lost or doubled, claim freed
+//	chaos_test.go          11. the simulator's slower companion (issue 16):
+//	                           seeded random schedules (CHAOS_SEED,
+//	                           CHAOS_SCHEDULES; 2 here, `make chaos` 20) of
+//	                           job run/stop/purge and kill -9 of clients,
+//	                           plugin tasks and the leader, on 1 or 3
+//	                           servers and 2 clients; checked from
+//	                           mountinfo (a sampler: a single-node-writer
+//	                           volume never on two nodes) and, after
+//	                           healing, from /proc and the API: claims of
+//	                           terminal allocs freed, mounts = live claims,
+//	                           no task of a terminal alloc alive
 package e2e
