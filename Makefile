@@ -71,7 +71,8 @@ test: lint peers browser
 
 # sim runs the fault-schedule simulator (testutil/sim): SCHEDULES seeded
 # schedules from SEED_BASE, or SEED=<n> to replay one, or SEEDS=<n>,<m>,...
-# to replay a list at once (each violating one shrunk); first it checks
+# to replay a list at once (each violating one shrunk; a run shrinks its first
+# SHRINK_MAX=3, SHRINK_BUDGET=16 runs each, and lists the rest); first it checks
 # that it still finds every armed known bug. Its last line is
 # "sim: <N> schedules, <V> violations, <S> s"; it fails on any violation.
 SCHEDULES ?= 10000
