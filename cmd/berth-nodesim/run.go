@@ -179,7 +179,9 @@ func simulate(ctx context.Context, o *options, res *result, deferred func(func(c
 				}},
 			})
 		}
-		if err := rpc.RPC("CSIVolume.Register", &structs.CSIVolumeRegisterRequest{Volumes: vols}, &structs.CSIVolumeRegisterResponse{}); err != nil {
+		if err := retry(ctx, func() error {
+			return rpc.RPC("CSIVolume.Register", &structs.CSIVolumeRegisterRequest{Volumes: vols}, &structs.CSIVolumeRegisterResponse{})
+		}); err != nil {
 			return res, fmt.Errorf("registering volumes: %w", err)
 		}
 		res.volumes += len(vols)
@@ -193,7 +195,9 @@ func simulate(ctx context.Context, o *options, res *result, deferred func(func(c
 	startIndex, startEntries := raftIndex(), entries()
 	sink.reset()
 	start = time.Now()
-	if err := rpc.RPC("Job.Register", &structs.JobRegisterRequest{Job: job}, &structs.JobRegisterResponse{}); err != nil {
+	if err := retry(ctx, func() error {
+		return rpc.RPC("Job.Register", &structs.JobRegisterRequest{Job: job}, &structs.JobRegisterResponse{})
+	}); err != nil {
 		return res, fmt.Errorf("registering the job: %w", err)
 	}
 	var allocs []*structs.AllocListStub
@@ -233,7 +237,9 @@ func simulate(ctx context.Context, o *options, res *result, deferred func(func(c
 	// Stop: every volume unpublished and every claim freed.
 	startIndex, startEntries = raftIndex(), entries()
 	start = time.Now()
-	if err := rpc.RPC("Job.Deregister", &structs.JobDeregisterRequest{JobID: job.ID, WriteRequest: structs.WriteRequest{Namespace: structs.DefaultNamespace}}, &structs.JobDeregisterResponse{}); err != nil {
+	if err := retry(ctx, func() error {
+		return rpc.RPC("Job.Deregister", &structs.JobDeregisterRequest{JobID: job.ID, WriteRequest: structs.WriteRequest{Namespace: structs.DefaultNamespace}}, &structs.JobDeregisterResponse{})
+	}); err != nil {
 		return res, fmt.Errorf("stopping the job: %w", err)
 	}
 	err = waitFor(ctx, "every volume unpublished and its claim freed", func() (bool, error) {
@@ -441,6 +447,22 @@ func waitFor(ctx context.Context, what string, cond func() (bool, error)) error 
 		}
 		if !sleep(ctx, 200*time.Millisecond) {
 			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
+		}
+	}
+}
+
+// retry calls write until it succeeds, fails for good, or ctx ends: a
+// write the servers refused while electing a leader is sent again (each
+// write here registers or stops the same objects, so a second one that
+// meets the first's result changes nothing).
+func retry(ctx context.Context, write func() error) error {
+	for {
+		err := write()
+		if err == nil || !transient(err) {
+			return err
+		}
+		if !sleep(ctx, 200*time.Millisecond) {
+			return fmt.Errorf("%w (retried until: %w)", err, ctx.Err())
 		}
 	}
 }
