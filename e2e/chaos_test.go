@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -21,11 +22,15 @@ import (
 // Scenario 11: the simulator's slower companion (issue 16). TestE2E_Chaos
 // runs seeded random schedules of operations and faults against real
 // agents (Raft on disk), Berth's hostpath plugin making real bind mounts,
-// and exec tasks, and checks the machine rather than Berth's own view:
+// csi-test's mock-driver failing every n-th node call through its hooks
+// file, and exec tasks, and checks the machine rather than Berth's own
+// view:
 //
 //	check 1 (continuously, a sampler on /proc/self/mountinfo): a
 //	        single-node-writer volume is never mounted (staged or
-//	        published) below two clients' data dirs at once;
+//	        published) below two clients' data dirs at once; for the
+//	        mock-driver's volume, which it never mounts, the same from
+//	        its instances' logs of the calls, replayed in time order;
 //	check 2 (end state): no task process runs for an alloc the servers
 //	        hold terminal (/proc);
 //	check 3 (end state): every claim of a terminal alloc is freed (API);
@@ -53,9 +58,13 @@ import (
 // healthy again, the claim protocol finishes its releases.
 const healBound = 60 * time.Second
 
-// chaosVolume is one volume a schedule's workloads claim.
+// chaosVolume is one volume a schedule's workloads claim. Mock volumes
+// are csi-test's mock-driver's: it keeps them in memory and publishes
+// without mounting, so the mountinfo checks (1 and 4) cannot see them;
+// checks 2, 3 and 5 hold them all the same.
 type chaosVolume struct {
 	ID, AccessMode string
+	Mock           bool
 }
 
 // The volumes and the workloads claiming them: two jobs compete for one
@@ -63,12 +72,13 @@ type chaosVolume struct {
 // multi-node-reader-only volume (they may run on both nodes at once).
 var (
 	chaosVolumes = []chaosVolume{
-		{"sw1", SingleNodeWriter},
-		{"sw2", SingleNodeWriter},
-		{"ro1", "multi-node-reader-only"},
+		{"sw1", SingleNodeWriter, false},
+		{"sw2", SingleNodeWriter, false},
+		{"ro1", "multi-node-reader-only", false},
+		{"mk1", SingleNodeWriter, true},
 	}
 	chaosJobs = []struct{ ID, Volume string }{
-		{"w1a", "sw1"}, {"w1b", "sw1"}, {"w2", "sw2"}, {"ra", "ro1"}, {"rb", "ro1"},
+		{"w1a", "sw1"}, {"w1b", "sw1"}, {"w2", "sw2"}, {"ra", "ro1"}, {"rb", "ro1"}, {"wm", "mk1"},
 	}
 )
 
@@ -115,12 +125,16 @@ func (s chaosStep) String() string {
 type chaosSchedule struct {
 	Seed    uint64
 	Servers int
-	Steps   []chaosStep
+	// MockFaultEvery: the mock-driver answers Unavailable to every
+	// MockFaultEvery-th call of each node RPC (stage, publish, unpublish,
+	// unstage), counted per plugin instance; the client must retry it.
+	MockFaultEvery int
+	Steps          []chaosStep
 }
 
 func (s chaosSchedule) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d: %d servers, 2 clients, %d steps", s.Seed, s.Servers, len(s.Steps))
+	fmt.Fprintf(&b, "seed %d: %d servers, 2 clients, mock-driver fails every %d. node call, %d steps", s.Seed, s.Servers, s.MockFaultEvery, len(s.Steps))
 	for i, st := range s.Steps {
 		fmt.Fprintf(&b, "\n  %2d %s", i, st)
 	}
@@ -142,7 +156,7 @@ const (
 // appends the starts that heal whatever is still down at the end.
 func newChaosSchedule(seed uint64) chaosSchedule {
 	r := rand.New(rand.NewPCG(seed, 0x6368616f73)) // "chaos"
-	s := chaosSchedule{Seed: seed, Servers: 1}
+	s := chaosSchedule{Seed: seed, Servers: 1, MockFaultEvery: 2 + r.IntN(3)}
 	if seed%2 == 1 {
 		s.Servers = 3
 	}
@@ -281,11 +295,25 @@ func runChaosSchedule(t *testing.T, s chaosSchedule) {
 	plugin := h.HostpathPlugin("node")
 	c.RunJob(t, plugin.ID(), chaosPluginHCL(plugin))
 	c.WaitForPlugin(t, "hostpath", 0, chaosClients)
+	// csi-test's mock-driver as a second node plugin (--disable-attach:
+	// it then stages without a controller's publish context), its hooks
+	// file failing every MockFaultEvery-th node call. It is never killed: it
+	// keeps its volumes and publications in memory, and a restarted one
+	// would have forgotten them, which no orchestrator can heal.
+	mock := mockPlugin(h, mockDriverBinary(t), "node", "--disable-attach", "--hooks-file", h.WriteFile(t, "hooks.yaml", chaosMockHooks(s.MockFaultEvery)))
+	c.RunJob(t, mock.ID(), mock.HCL())
+	c.WaitForPlugin(t, "mock", 0, chaosClients)
 	for _, v := range chaosVolumes {
-		c.RegisterVolume(t, &Volume{ID: v.ID, PluginID: "hostpath", Capabilities: []Capability{{v.AccessMode, FileSystem}}})
+		vol := &Volume{ID: v.ID, PluginID: "hostpath", Capabilities: []Capability{{v.AccessMode, FileSystem}}}
+		if v.Mock {
+			// Every mock-driver instance starts with volumes "1" to "3".
+			vol.PluginID, vol.ExternalID = "mock", "1"
+		}
+		c.RegisterVolume(t, vol)
 	}
 
 	sampler := startWriterSampler(c.Clients)
+	defer sampler.stop() // a step that failed the test ends it too
 	var violations []string
 	defer func() {
 		if len(violations) > 0 {
@@ -338,6 +366,7 @@ func runChaosSchedule(t *testing.T, s chaosSchedule) {
 	c.WaitForPlugin(t, "hostpath", 0, chaosClients)
 	violations = append(violations, waitEndState(t, c, nodeIDs, healed.Add(healBound))...)
 	violations = append(violations, sampler.stop()...)
+	violations = append(violations, checkMockWriterLogs(t, c)...)
 	t.Logf("seed %d: end state held %v after healing; the sampler read mountinfo %d times",
 		s.Seed, time.Since(healed).Round(time.Millisecond), sampler.samples())
 }
@@ -354,6 +383,17 @@ func chaosPluginHCL(p *PluginJob) string {
       mode     = "delay"
     }
 `, 1)
+}
+
+// chaosMockHooks is the mock-driver's hooks file: every n-th call of each
+// node RPC answers Unavailable (a transient error the client retries).
+func chaosMockHooks(n int) string {
+	var b strings.Builder
+	b.WriteString("globals: |\n  calls = {};\n")
+	for _, rpc := range []string{"nodeStageVolumeStart", "nodePublishVolumeStart", "nodeUnpublishVolumeStart", "nodeUnstageVolumeStart"} {
+		fmt.Fprintf(&b, "%s: |\n  calls[%q] = (calls[%q] || 0) + 1;\n  calls[%q] %% %d == 0 ? UNAVAILABLE : OK;\n", rpc, rpc, rpc, rpc, n)
+	}
+	return b.String()
 }
 
 // chaosJob is the workload of a job ID: a service task that runs until
@@ -377,13 +417,17 @@ func chaosJob(id string) *Workload {
 // chaosBerth runs a CLI command of a step against any running server,
 // retrying while the cluster has no leader (a step may follow a leader's
 // kill): an operator's command that failed for that would be repeated.
+// A stop retried after an answer lost with a dying leader may find the
+// job already purged: that retry is done.
 func chaosBerth(t *testing.T, c *Cluster, args ...string) {
 	t.Helper()
+	tries := 0
 	waitFor(t, leaderTimeout, "berth "+strings.Join(args, " "), func() (bool, error) {
 		var last error
 		for _, s := range c.RunningServers() {
 			out, err := c.BerthOn(s, args...)
-			if err == nil {
+			tries++
+			if err == nil || (tries > 1 && args[1] == "stop" && strings.Contains(out, "No job with prefix")) {
 				return true, nil
 			}
 			last = fmt.Errorf("through %s: %w: %s", s.Name, err, strings.TrimSpace(out))
@@ -478,8 +522,9 @@ func checkSingleWriter(mounts []Mount, dataDirs []string, writers []string) []st
 // writerSampler reads /proc/self/mountinfo every 20 ms from the start of
 // the schedule to the end of its checks and runs check 1 on each reading.
 type writerSampler struct {
-	done chan struct{}
-	wg   sync.WaitGroup
+	done     chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup
 
 	lock       sync.Mutex
 	n          int
@@ -494,7 +539,7 @@ func startWriterSampler(clients []*Agent) *writerSampler {
 	}
 	var writers []string
 	for _, v := range chaosVolumes {
-		if v.AccessMode == SingleNodeWriter {
+		if v.AccessMode == SingleNodeWriter && !v.Mock {
 			writers = append(writers, v.ID)
 		}
 	}
@@ -534,9 +579,9 @@ func startWriterSampler(clients []*Agent) *writerSampler {
 	return s
 }
 
-// stop ends the sampler and returns what it found.
+// stop ends the sampler (once) and returns what it found.
 func (s *writerSampler) stop() []string {
-	close(s.done)
+	s.stopOnce.Do(func() { close(s.done) })
 	s.wg.Wait()
 	s.lock.Lock()
 	defer s.lock.Unlock()
@@ -620,7 +665,7 @@ func checkEndState(st endState, nodeIDs []string) []string {
 				out = append(out, fmt.Sprintf("check 3: volume %s: claim of terminal alloc %s not freed (step %s, attempts %d, last error %q)", v.ID, cl.AllocID, cl.Step, cl.Attempts, cl.LastError))
 				continue
 			}
-			if i := slices.Index(nodeIDs, cl.NodeID); i >= 0 {
+			if i := slices.Index(nodeIDs, cl.NodeID); i >= 0 && !isMockVolume(v.ID) {
 				want[key{i, v.ID, cl.AllocID}] = true
 				want[key{i, v.ID, ""}] = true
 			}
@@ -649,6 +694,107 @@ func checkEndState(st endState, nodeIDs []string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// mockPublication is one successful NodePublishVolume or
+// NodeUnpublishVolume of a mock-driver instance, from its log.
+type mockPublication struct {
+	Client  int
+	At      string // klog's "MMDD hh:mm:ss.uuuuuu": sorts as time within a year
+	Publish bool
+	Volume  string // the plugin's volume ID
+	Target  string
+}
+
+// parseMockLog reads the successful publishes and unpublishes from a
+// mock-driver's stderr (-v=3 logs each call after it returned: the line
+// is written before the caller gets the answer).
+func parseMockLog(client int, log string) []mockPublication {
+	var out []mockPublication
+	for _, line := range strings.Split(log, "\n") {
+		head, js, ok := strings.Cut(line, "gRPCCall: ")
+		if !ok || len(head) < 21 {
+			continue
+		}
+		var call struct {
+			Method  string
+			Request struct {
+				VolumeID   string `json:"volume_id"`
+				TargetPath string `json:"target_path"`
+			}
+			Error string
+		}
+		if json.Unmarshal([]byte(js), &call) != nil || call.Error != "" {
+			continue
+		}
+		pub := strings.HasSuffix(call.Method, "/NodePublishVolume")
+		if !pub && !strings.HasSuffix(call.Method, "/NodeUnpublishVolume") {
+			continue
+		}
+		out = append(out, mockPublication{Client: client, At: head[1:21], Publish: pub, Volume: call.Request.VolumeID, Target: call.Request.TargetPath})
+	}
+	return out
+}
+
+// checkMockWriters is check 1 for the mock-driver's single-node-writer
+// volume, from its instances' logs: replayed in time order, the volume is
+// never published on two nodes at once. A publish is logged after it
+// happened, an unpublish before the client hears of it (and so before the
+// claim can be freed and another node publish), so a correct release
+// never shows as an overlap.
+func checkMockWriters(events []mockPublication, volume string) []string {
+	slices.SortStableFunc(events, func(a, b mockPublication) int { return strings.Compare(a.At, b.At) })
+	published := map[int]map[string]bool{}
+	var out []string
+	for _, e := range events {
+		if e.Volume != volume {
+			continue
+		}
+		if published[e.Client] == nil {
+			published[e.Client] = map[string]bool{}
+		}
+		if !e.Publish {
+			delete(published[e.Client], e.Target)
+			continue
+		}
+		published[e.Client][e.Target] = true
+		for other, targets := range published {
+			if other != e.Client && len(targets) > 0 {
+				out = append(out, fmt.Sprintf("check 1: mock-driver volume %s published on c%d at %s (%s) while still published on c%d (%v)",
+					volume, e.Client+1, e.At, e.Target, other+1, slices.Sorted(mapKeys(targets))))
+			}
+		}
+	}
+	return out
+}
+
+// checkMockWriterLogs runs checkMockWriters on the logs of every client's
+// mock-driver instance.
+func checkMockWriterLogs(t *testing.T, c *Cluster) []string {
+	t.Helper()
+	var events []mockPublication
+	for i, cl := range c.Clients {
+		logs, err := filepath.Glob(filepath.Join(cl.DataDir, "alloc", "*", "alloc", "logs", "plugin.stderr.*"))
+		must.NoError(t, err)
+		for _, l := range logs {
+			b, err := os.ReadFile(l)
+			must.NoError(t, err)
+			events = append(events, parseMockLog(i, string(b))...)
+		}
+	}
+	n := 0
+	for _, e := range events {
+		if e.Publish {
+			n++
+		}
+	}
+	t.Logf("mock-driver logs: %d publishes, %d unpublishes", n, len(events)-n)
+	return checkMockWriters(events, "1")
+}
+
+// isMockVolume: the mock-driver's volumes are never mounted.
+func isMockVolume(id string) bool {
+	return slices.ContainsFunc(chaosVolumes, func(v chaosVolume) bool { return v.ID == id && v.Mock })
 }
 
 func mapKeys[V any](m map[string]V) func(func(string) bool) {
@@ -858,4 +1004,31 @@ func TestChaosCheckEndState(t *testing.T) {
 	st = ok()
 	st.mounts = st.mounts[:1]
 	must.Eq(t, []string{`check 4: c2 lacks the mount of volume sw1 (alloc "a1") a live claim of a live alloc needs`}, checkEndState(st, nodes))
+}
+
+// TestChaosCheckMockWriters: check 1 from the mock-driver's logs reports
+// a single-node-writer volume published on a second node before the first
+// unpublished it, and not a clean hand-over, another volume, or a failed
+// publish.
+func TestChaosCheckMockWriters(t *testing.T) {
+	line := func(at, method, vol, target, err string) string {
+		return fmt.Sprintf(`I%s   4242 interceptor.go:32] gRPCCall: {"Method":"/csi.v1.Node/%s","Request":{"volume_id":%q,"target_path":%q},"Response":{},"Error":%q}`, at, method, vol, target, err)
+	}
+	c1 := strings.Join([]string{
+		line("1126 04:00:01.000000", "NodePublishVolume", "1", "/c1/a1", ""),
+		line("1126 04:00:03.000000", "NodeUnpublishVolume", "1", "/c1/a1", ""),
+	}, "\n")
+	c2 := strings.Join([]string{
+		line("1126 04:00:02.000000", "NodePublishVolume", "1", "/c2/a2", "rpc error: code = Unavailable"),
+		line("1126 04:00:02.500000", "NodePublishVolume", "2", "/c2/a9", ""),
+		line("1126 04:00:04.000000", "NodePublishVolume", "1", "/c2/a2", ""),
+	}, "\n")
+	events := append(parseMockLog(0, c1), parseMockLog(1, c2)...)
+	must.Len(t, 4, events)
+	must.SliceEmpty(t, checkMockWriters(events, "1"))
+
+	// c2's publish lands before c1's unpublish: two writers.
+	c2 = line("1126 04:00:02.000000", "NodePublishVolume", "1", "/c2/a2", "")
+	found := checkMockWriters(append(parseMockLog(0, c1), parseMockLog(1, c2)...), "1")
+	must.Eq(t, []string{"check 1: mock-driver volume 1 published on c2 at 1126 04:00:02.000000 (/c2/a2) while still published on c1 ([/c1/a1])"}, found)
 }

@@ -50,9 +50,11 @@
 //	                           CHAOS_SCHEDULES; 2 here, `make chaos` 20) of
 //	                           job run/stop/purge and kill -9 of clients,
 //	                           plugin tasks and the leader, on 1 or 3
-//	                           servers and 2 clients; checked from
-//	                           mountinfo (a sampler: a single-node-writer
-//	                           volume never on two nodes) and, after
+//	                           servers and 2 clients, hostpath and the
+//	                           mock-driver (hooks failing every n-th node
+//	                           call); checked from mountinfo and the
+//	                           mock's log (a single-node-writer volume
+//	                           never on two nodes) and, after
 //	                           healing, from /proc and the API: claims of
 //	                           terminal allocs freed, mounts = live claims,
 //	                           no task of a terminal alloc alive
