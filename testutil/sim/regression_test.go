@@ -190,8 +190,9 @@ func TestRegression_ForcedDetachSkipsAFailedControllerUnpublish(t *testing.T) {
 	}
 }
 
-// TestRegression_ReleaseLeftTheAttachmentToAReservation is seeds 41530 and
-// 40579 (neither replayed in 15 runs each, some under load): a volume was
+// TestRegression_ReleaseLeftTheAttachmentToAReservation is seeds 41530,
+// 40579 (neither replayed in 15 runs each, some under load) and 44305
+// (as it was before slow calls were drawn into it): a volume was
 // left controller-published to a node where no claim held it. A claim
 // released while another claim of the volume was Reserved on the same
 // node was freed without ControllerUnpublish, leaving the attachment to
@@ -201,7 +202,9 @@ func TestRegression_ForcedDetachSkipsAFailedControllerUnpublish(t *testing.T) {
 // freed without ControllerUnpublish. A reservation now holds the
 // attachment only once it may have published (claims.inUseOnNode);
 // nomad/claims' TestNextStep reproduces it every time. Run with the
-// probe of the fix, 40579 took that path in 2 of 3 runs.
+// probe of the fix, 40579 took that path in 2 of 3 runs. Seed 44305 (a
+// release of multi-node-reader claims under lossy Raft) does replay: 3
+// of 9 runs reported the attachment left without the fix, 0 of 5 with it.
 func TestRegression_ReleaseLeftTheAttachmentToAReservation(t *testing.T) {
 	seed41530 := &Schedule{Seed: 41530, Nodes: 2, Servers: 1,
 		Profile: Profile{Controller: true, PublishUnpublish: true, StageUnstage: true},
@@ -246,7 +249,30 @@ func TestRegression_ReleaseLeftTheAttachmentToAReservation(t *testing.T) {
 			{Kind: FaultHealCSI},
 			{Kind: FaultNode, Node: 0, Method: "NodeStageVolume", Code: codes.DeadlineExceeded},
 		}}
-	for _, s := range []*Schedule{seed41530, seed40579} {
+	seed44305 := &Schedule{Seed: 44305, Nodes: 2, Servers: 3, DisconnectDeadline: 4 * time.Second,
+		Profile: Profile{Controller: true, PublishUnpublish: true, StageUnstage: true},
+		Volumes: []Volume{
+			{ID: "v0", Mode: structs.CSIVolumeAccessModeMultiNodeMultiWriter, PerAlloc: true},
+			{ID: "v1", Mode: structs.CSIVolumeAccessModeMultiNodeReader},
+		},
+		Ops: []Op{
+			{Kind: OpRunJob, Job: 0, Vol: 1, ReadOnly: true, Batch: true},
+			{Kind: OpPurgeJob, Job: 0},
+			{Kind: OpWait, Wait: 316 * time.Millisecond},
+			{Kind: OpWait, Wait: 208 * time.Millisecond},
+			{Kind: OpRunJob, Job: 1, Vol: 1, ReadOnly: true},
+			{Kind: OpPurgeJob, Job: 0},
+			{Kind: OpRunJob, Job: 2, Vol: 1, ReadOnly: true},
+			{Kind: OpGC},
+			{Kind: OpPurgeJob, Job: 1},
+			{Kind: OpIneligible, Node: 0},
+			{Kind: FaultLossyRaft, Drop: 42, Delay: 29 * time.Millisecond, Wait: 551 * time.Millisecond},
+			{Kind: OpGC},
+			{Kind: OpStopJob, Job: 2},
+			{Kind: OpIneligible, Node: 0},
+			{Kind: OpGC},
+		}}
+	for _, s := range []*Schedule{seed41530, seed40579, seed44305} {
 		t.Run(fmt.Sprintf("seed=%d", s.Seed), func(t *testing.T) {
 			if vs := Run(t, s); len(vs) > 0 {
 				t.Errorf("violations:\n%v", vs)
