@@ -125,9 +125,10 @@ func (s chaosStep) String() string {
 type chaosSchedule struct {
 	Seed    uint64
 	Servers int
-	// MockFaultEvery: the mock-driver answers Unavailable to every
-	// MockFaultEvery-th call of each node RPC (stage, publish, unpublish,
-	// unstage), counted per plugin instance; the client must retry it.
+	// MockFaultEvery: the mock-driver answers Unavailable to the first
+	// and then every MockFaultEvery-th call of each node RPC (stage,
+	// publish, unpublish, unstage), counted per plugin instance; the
+	// client must retry it.
 	MockFaultEvery int
 	Steps          []chaosStep
 }
@@ -385,13 +386,15 @@ func chaosPluginHCL(p *PluginJob) string {
 `, 1)
 }
 
-// chaosMockHooks is the mock-driver's hooks file: every n-th call of each
-// node RPC answers Unavailable (a transient error the client retries).
+// chaosMockHooks is the mock-driver's hooks file: the first call of each
+// node RPC and every n-th after it answer Unavailable (a transient error
+// the client retries), so any schedule that claims the mock's volume hits
+// the faults.
 func chaosMockHooks(n int) string {
 	var b strings.Builder
 	b.WriteString("globals: |\n  calls = {};\n")
 	for _, rpc := range []string{"nodeStageVolumeStart", "nodePublishVolumeStart", "nodeUnpublishVolumeStart", "nodeUnstageVolumeStart"} {
-		fmt.Fprintf(&b, "%s: |\n  calls[%q] = (calls[%q] || 0) + 1;\n  calls[%q] %% %d == 0 ? UNAVAILABLE : OK;\n", rpc, rpc, rpc, rpc, n)
+		fmt.Fprintf(&b, "%s: |\n  calls[%q] = (calls[%q] || 0) + 1;\n  (calls[%q] - 1) %% %d == 0 ? UNAVAILABLE : OK;\n", rpc, rpc, rpc, rpc, n)
 	}
 	return b.String()
 }
@@ -773,6 +776,7 @@ func checkMockWriters(events []mockPublication, volume string) []string {
 func checkMockWriterLogs(t *testing.T, c *Cluster) []string {
 	t.Helper()
 	var events []mockPublication
+	failed := 0
 	for i, cl := range c.Clients {
 		logs, err := filepath.Glob(filepath.Join(cl.DataDir, "alloc", "*", "alloc", "logs", "plugin.stderr.*"))
 		must.NoError(t, err)
@@ -780,6 +784,7 @@ func checkMockWriterLogs(t *testing.T, c *Cluster) []string {
 			b, err := os.ReadFile(l)
 			must.NoError(t, err)
 			events = append(events, parseMockLog(i, string(b))...)
+			failed += strings.Count(string(b), `"Error":"rpc error: code = Unavailable`)
 		}
 	}
 	n := 0
@@ -788,7 +793,7 @@ func checkMockWriterLogs(t *testing.T, c *Cluster) []string {
 			n++
 		}
 	}
-	t.Logf("mock-driver logs: %d publishes, %d unpublishes", n, len(events)-n)
+	t.Logf("mock-driver logs: %d publishes, %d unpublishes; %d calls failed Unavailable by its hooks", n, len(events)-n, failed)
 	return checkMockWriters(events, "1")
 }
 
