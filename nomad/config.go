@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/berth-io/berth/helper/tlsutil"
+	"github.com/berth-io/berth/nomad/claims"
 )
 
 // Config configures a Server. DefaultConfig gives production values; tests
@@ -132,6 +133,11 @@ type Config struct {
 	// timer could let a second writer in while the first still runs. Set
 	// it only where that is acceptable.
 	CSIDisconnectDeadline time.Duration
+	// CSINodeDetachGrace is how long after a stopped alloc last changed
+	// the servers wait for its client to unpublish its volumes by itself
+	// before they ask the client to (a NodeDetach; see
+	// claims.DefaultNodeDetachGrace).
+	CSINodeDetachGrace time.Duration
 	// CSIClaimRetryBase and CSIClaimRetryMax bound the volumewatcher's
 	// capped exponential backoff between failed controller unpublishes.
 	CSIClaimRetryBase time.Duration
@@ -197,6 +203,7 @@ func DefaultConfig() *Config {
 
 		CSIControllerTimeout:   2 * time.Minute,
 		CSIDisconnectDeadline:  0,
+		CSINodeDetachGrace:     claims.DefaultNodeDetachGrace,
 		CSIClaimRetryBase:      time.Second,
 		CSIClaimRetryMax:       time.Minute,
 		CSIVolumeWatcherResync: time.Minute,

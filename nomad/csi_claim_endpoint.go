@@ -671,7 +671,7 @@ func (v *CSIVolumeEndpoint) Detach(args *structs.CSIVolumeDetachRequest, reply *
 			if err != nil {
 				return nil, err
 			}
-			act := claims.Detach(vol, c, alloc, node, prof, args.Force, now)
+			act := claims.Detach(vol, c, alloc, node, prof, args.Force, sc.volumes.NodeDetachGrace(), now)
 			switch act.Kind {
 			case claims.DetachBlocked:
 				blocking = append(blocking, fmt.Sprintf("alloc %s (%s): %s", c.AllocID, c.Step, act.Reason))

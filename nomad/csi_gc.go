@@ -62,6 +62,7 @@ func (s *Server) newVolumeWatcher() *volumewatcher.Watcher {
 		Writer:                    claimWriter{s},
 		ControllerTimeout:         c.CSIControllerTimeout,
 		DefaultDisconnectDeadline: c.CSIDisconnectDeadline,
+		NodeDetachGrace:           c.CSINodeDetachGrace,
 		RetryBase:                 c.CSIClaimRetryBase,
 		RetryMax:                  c.CSIClaimRetryMax,
 		ResyncInterval:            c.CSIVolumeWatcherResync,

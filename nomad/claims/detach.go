@@ -49,7 +49,7 @@ const (
 
 // Detach decides what `volume detach` (force: `-force`) does to claim, a
 // live claim of vol on the node being detached, given its alloc and node
-// (nil when gone) and the plugin's profile now.
+// (nil when gone) and the plugin's profile now; grace is Next's.
 //
 //   - A NeedsOperator claim is resumed at the step it stopped at (the
 //     operator fixed the plugin, or wants one more try), unless the plugin
@@ -62,7 +62,7 @@ const (
 //     down or gone, has its node side marked done; a claim of an alloc
 //     that runs on a live node is never forced.
 func Detach(vol *structs.CSIVolume, claim *structs.CSIVolumeClaim, alloc *structs.Allocation, node *structs.Node,
-	prof Profile, force bool, now time.Time) DetachAction {
+	prof Profile, force bool, grace time.Duration, now time.Time) DetachAction {
 	if claim.Step == structs.CSIClaimNeedsOperator {
 		c := claim.Copy()
 		c.Attempts, c.NextRetry = 0, 0
@@ -93,7 +93,7 @@ func Detach(vol *structs.CSIVolume, claim *structs.CSIVolumeClaim, alloc *struct
 			"skipping step %s of alloc %s's claim on the operator's word (%s)", claim.BlockedStep, claim.AllocID, claim.LastError)}
 	}
 	if !force {
-		act := Next(vol, claim, alloc, node, prof, now)
+		act := Next(vol, claim, alloc, node, prof, grace, now)
 		if act.Releasing() {
 			return DetachAction{Kind: DetachRelease, Reason: act.Reason}
 		}

@@ -56,7 +56,7 @@ func TestDetach(t *testing.T) {
 			if tc.claim != nil {
 				tc.claim(claim)
 			}
-			got := Detach(stepVolume(claim), claim, stepAllocNamed(tc.alloc), stepNodeNamed(tc.node), pub, tc.force, stepNow)
+			got := Detach(stepVolume(claim), claim, stepAllocNamed(tc.alloc), stepNodeNamed(tc.node), pub, tc.force, 0, stepNow)
 			must.Eq(t, tc.want, got.Kind, must.Sprint(got.Reason))
 			must.StrContains(t, got.Reason, stepAlloc)
 			if tc.want != DetachWrite {

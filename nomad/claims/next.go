@@ -41,9 +41,15 @@ const (
 // it ends a plugin call at a deadline the servers set (PublishUntil).
 const ClockSkew = time.Second
 
-// NodeDetachGrace is how long after a stopped alloc last changed the
-// servers wait for its client's own unpublish before they ask for it.
-const NodeDetachGrace = 2 * time.Minute
+// DefaultNodeDetachGrace is how long after a stopped alloc last changed
+// the servers wait for its client's own unpublish before they ask for it
+// (NodeDetach), unless the server config says otherwise
+// (nomad.Config.CSINodeDetachGrace). A client unpublishes by itself as
+// soon as the alloc's tasks exit, so the grace only matters for a client
+// that failed to; it is long enough that the servers never race a client
+// that is busy unmounting, and short enough that a missed unpublish does
+// not hold a volume for long.
+const DefaultNodeDetachGrace = 2 * time.Minute
 
 func (k ActionKind) String() string {
 	switch k {
@@ -106,7 +112,9 @@ const (
 // alloc and its node as they are in state (nil when gone) and what the
 // volume's plugin can do now (prof, re-read at every decision: plugins get
 // upgraded). node's DisconnectDeadline must already hold the deadline that
-// applies to it (WithDeadline). It is pure: the same inputs give the same
+// applies to it (WithDeadline). grace is how long a stopped alloc's client
+// gets to unpublish by itself before the servers ask it to (zero:
+// DefaultNodeDetachGrace). It is pure: the same inputs give the same
 // action.
 //
 // The rules (DESIGN.md §4, guarantee 2):
@@ -130,7 +138,10 @@ const (
 //   - A failed call waits for the claim's NextRetry.
 //   - A NeedsOperator claim waits for `volume detach` (Detach).
 func Next(vol *structs.CSIVolume, claim *structs.CSIVolumeClaim, alloc *structs.Allocation, node *structs.Node,
-	prof Profile, now time.Time) Action {
+	prof Profile, grace time.Duration, now time.Time) Action {
+	if grace <= 0 {
+		grace = DefaultNodeDetachGrace
+	}
 	needsController := prof.ControllerPublish
 	switch claim.Step {
 	case structs.CSIClaimNeedsOperator:
@@ -140,7 +151,7 @@ func Next(vol *structs.CSIVolume, claim *structs.CSIVolumeClaim, alloc *structs.
 	case structs.CSIClaimReserved:
 		return reservedStep(claim, alloc, needsController, now)
 	case structs.CSIClaimTaken:
-		return takenStep(claim, alloc, node, needsController, now)
+		return takenStep(claim, alloc, node, needsController, grace, now)
 	case structs.CSIClaimNodeDetached:
 		if !published(claim, needsController) || simbug.On(simbug.SkipControllerUnpublish) {
 			return Action{Kind: Free, Reason: fmt.Sprintf(
@@ -171,7 +182,8 @@ func reservedStep(claim *structs.CSIVolumeClaim, alloc *structs.Allocation, need
 	return Action{Kind: Free, Reason: fmt.Sprintf("alloc %s %s before it claimed the volume", claim.AllocID, stoppedOrGone(alloc))}
 }
 
-func takenStep(claim *structs.CSIVolumeClaim, alloc *structs.Allocation, node *structs.Node, needsController bool, now time.Time) Action {
+func takenStep(claim *structs.CSIVolumeClaim, alloc *structs.Allocation, node *structs.Node, needsController bool,
+	grace time.Duration, now time.Time) Action {
 	switch {
 	case simbug.On(simbug.FreeOnStop) && alloc != nil && alloc.DesiredStatus != structs.AllocDesiredStatusRun:
 		return Action{Kind: MarkNodeDetached, Reason: "known bug armed for the simulator: " + string(simbug.FreeOnStop)}
@@ -189,13 +201,13 @@ func takenStep(claim *structs.CSIVolumeClaim, alloc *structs.Allocation, node *s
 		return nodeDetachStep(claim, now, fmt.Sprintf(
 			"alloc %s was garbage collected; asking the client of node %s to unpublish the volume", claim.AllocID, claim.NodeID))
 	}
-	if due := time.Unix(0, alloc.ModifyTime).Add(NodeDetachGrace); now.Before(due) {
+	if due := time.Unix(0, alloc.ModifyTime).Add(grace); now.Before(due) {
 		return Action{Kind: Wait, At: due, Reason: fmt.Sprintf(
 			"alloc %s stopped; waiting for node %s to unpublish the volume", claim.AllocID, claim.NodeID)}
 	}
 	return nodeDetachStep(claim, now, fmt.Sprintf(
 		"alloc %s stopped over %s ago and node %s has not reported the volume unpublished; asking its client to",
-		claim.AllocID, NodeDetachGrace, claim.NodeID))
+		claim.AllocID, grace, claim.NodeID))
 }
 
 // nodeDetachStep is NodeDetach, or RetryAfter while the last failure's

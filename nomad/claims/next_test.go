@@ -129,7 +129,7 @@ func TestNextStepTable(t *testing.T) {
 			if step == structs.CSIClaimNeedsOperator {
 				claim.BlockedStep, claim.LastError = structs.CSIClaimNodeDetached, "rpc error: code = InvalidArgument"
 			}
-			got := Next(stepVolume(claim), claim, stepAllocNamed(allocName), stepNodeNamed(nodeName), ProfileOf(prof.plugin, true), stepNow)
+			got := Next(stepVolume(claim), claim, stepAllocNamed(allocName), stepNodeNamed(nodeName), ProfileOf(prof.plugin, true), 0, stepNow)
 			must.Eq(t, want, got.Kind, must.Sprintf("line %d: %s, %s: %s", line, key, prof.name, got.Reason))
 			must.StrContains(t, got.Reason, stepAlloc, must.Sprintf("line %d: the reason names the alloc", line))
 		}
@@ -158,7 +158,9 @@ func TestNextStep(t *testing.T) {
 		alloc  string
 		node   *structs.Node
 		needs  bool
-		want   Action
+		// grace is the server's NodeDetachGrace (zero: the default).
+		grace time.Duration
+		want  Action
 	}{
 		{
 			name:  "node-detached leaves the controller to a claim still in use on the node",
@@ -320,7 +322,7 @@ func TestNextStep(t *testing.T) {
 		{
 			name:  "a stopped alloc on a live node waits for its client, quietly, for the grace",
 			alloc: "stopped", node: stepNodeNamed("ready"),
-			want: Action{Kind: Wait, At: stepNow.Add(-time.Second + NodeDetachGrace)},
+			want: Action{Kind: Wait, At: stepNow.Add(-time.Second + DefaultNodeDetachGrace)},
 		},
 		{
 			name:  "a stopped alloc whose client said nothing for the grace: ask the client",
@@ -343,7 +345,7 @@ func TestNextStep(t *testing.T) {
 		{
 			name:  "an initializing node counts as live",
 			alloc: "stopped", node: stepNodeIn(structs.NodeStatusInit, 0),
-			want: Action{Kind: Wait, At: stepNow.Add(-time.Second + NodeDetachGrace)},
+			want: Action{Kind: Wait, At: stepNow.Add(-time.Second + DefaultNodeDetachGrace)},
 		},
 		{
 			name:  "a lost alloc is stopped",
@@ -351,9 +353,29 @@ func TestNextStep(t *testing.T) {
 			want: Action{Kind: Wait, Record: true, At: stepNow.Add(4 * time.Minute)},
 		},
 		{
+			name:  "a shorter grace from the server config ends the quiet wait sooner",
+			alloc: "stopped", node: stepNodeNamed("ready"), grace: 3 * time.Second,
+			want: Action{Kind: Wait, At: stepNow.Add(-time.Second + 3*time.Second)},
+		},
+		{
+			name:  "past a shorter grace: ask the client",
+			alloc: "stopped-3s-ago", node: stepNodeNamed("ready"), grace: 3 * time.Second,
+			want: Action{Kind: NodeDetach, ReleaseReason: ReasonServerDetach},
+		},
+		{
+			name:  "the same stop within the default grace still waits",
+			alloc: "stopped-3s-ago", node: stepNodeNamed("ready"),
+			want: Action{Kind: Wait, At: stepNow.Add(-3*time.Second + DefaultNodeDetachGrace)},
+		},
+		{
+			name:  "a grace never shortens a down node's deadline",
+			alloc: "stopped-3s-ago", node: stepNodeNamed("down"), grace: 3 * time.Second,
+			want: Action{Kind: Wait, Record: true, At: stepNow.Add(4 * time.Minute)},
+		},
+		{
 			name:  "a client-terminal alloc without TasksExited is not done",
 			alloc: "complete", node: stepNodeNamed("ready"),
-			want: Action{Kind: Wait, At: stepNow.Add(NodeDetachGrace)},
+			want: Action{Kind: Wait, At: stepNow.Add(DefaultNodeDetachGrace)},
 		},
 	}
 	for _, tc := range cases {
@@ -372,12 +394,15 @@ func TestNextStep(t *testing.T) {
 				alloc.ClientStatus, alloc.ModifyTime = structs.AllocClientStatusComplete, stepNow.UnixNano()
 			case "stopped-long-ago":
 				alloc = stepAllocNamed("stopped")
-				alloc.ModifyTime = stepNow.Add(-NodeDetachGrace).UnixNano()
+				alloc.ModifyTime = stepNow.Add(-DefaultNodeDetachGrace).UnixNano()
+			case "stopped-3s-ago":
+				alloc = stepAllocNamed("stopped")
+				alloc.ModifyTime = stepNow.Add(-3 * time.Second).UnixNano()
 			default:
 				alloc = stepAllocNamed(tc.alloc)
 			}
 			vol := stepVolume(append([]*structs.CSIVolumeClaim{claim}, tc.others...)...)
-			got := Next(vol, claim, alloc, tc.node, Profile{ControllerPublish: tc.needs}, stepNow)
+			got := Next(vol, claim, alloc, tc.node, Profile{ControllerPublish: tc.needs}, tc.grace, stepNow)
 			must.Eq(t, tc.want.Kind, got.Kind, must.Sprint(got.Reason))
 			must.Eq(t, tc.want.At, got.At)
 			must.Eq(t, tc.want.Record, got.Record)
@@ -389,11 +414,11 @@ func TestNextStep(t *testing.T) {
 
 func TestNextStep_ReasonsNameTheNode(t *testing.T) {
 	claim := stepClaim(structs.CSIClaimTaken)
-	got := Next(stepVolume(claim), claim, stepAllocNamed("stopped"), stepNodeNamed("down"), Profile{}, stepNow)
+	got := Next(stepVolume(claim), claim, stepAllocNamed("stopped"), stepNodeNamed("down"), Profile{}, 0, stepNow)
 	must.StrContains(t, got.Reason, stepNode)
 	must.StrContains(t, got.Reason, "2026-03-01T12:04:00Z")
 
-	got = Next(stepVolume(claim), claim, stepAllocNamed("gone"), stepNodeNamed("ready"), Profile{}, stepNow)
+	got = Next(stepVolume(claim), claim, stepAllocNamed("gone"), stepNodeNamed("ready"), Profile{}, 0, stepNow)
 	must.StrContains(t, got.Reason, "client of node "+stepNode)
 }
 
@@ -417,12 +442,12 @@ func TestNextStep_NoDeadlineNoTimedRelease(t *testing.T) {
 	node.DisconnectDeadline = 0
 	node.StatusUpdatedAt = stepNow.Add(-24 * time.Hour).UnixNano()
 
-	got := Next(stepVolume(claim), claim, stepAllocNamed("stopped"), node, Profile{}, stepNow)
+	got := Next(stepVolume(claim), claim, stepAllocNamed("stopped"), node, Profile{}, 0, stepNow)
 	must.Eq(t, Wait, got.Kind, must.Sprintf("got %+v", got))
 	must.StrContains(t, got.Reason, "volume detach -force")
 
 	// With a controller that published it, fencing still releases it.
 	claim.ExternalNodeID = "ext-1"
-	got = Next(stepVolume(claim), claim, stepAllocNamed("stopped"), node, Profile{ControllerPublish: true}, stepNow)
+	got = Next(stepVolume(claim), claim, stepAllocNamed("stopped"), node, Profile{ControllerPublish: true}, 0, stepNow)
 	must.Eq(t, ControllerUnpublish, got.Kind, must.Sprintf("got %+v", got))
 }

@@ -25,8 +25,8 @@ func Unpublish(vol *structs.CSIVolume, claim *structs.CSIVolumeClaim, prof Profi
 	}
 	v.Claims[claim.AllocID] = detached
 	// Next decides a NodeDetached claim from the volume and the profile
-	// alone: the alloc and the node no longer matter.
-	act := Next(&v, detached, nil, nil, prof, now)
+	// alone: the alloc, the node and the grace no longer matter.
+	act := Next(&v, detached, nil, nil, prof, 0, now)
 	if act.Kind != Free {
 		return []*structs.CSIVolumeClaim{detached}
 	}

@@ -31,7 +31,10 @@ type Input struct {
 	// DefaultDisconnect is the servers' default disconnect deadline
 	// (claims.WithDeadline).
 	DefaultDisconnect time.Duration
-	Now               time.Time
+	// NodeDetachGrace is the servers' wait for a client's own unpublish
+	// (zero: claims.DefaultNodeDetachGrace).
+	NodeDetachGrace time.Duration
+	Now             time.Time
 }
 
 // Finding is one reason, about the volume or one of its claims.
@@ -173,14 +176,14 @@ func claimFinding(in Input, c *structs.CSIVolumeClaim, prof claims.Profile) Find
 	if node != nil {
 		node = claims.WithDeadline(node, in.DefaultDisconnect)
 	}
-	act := claims.Next(v, c, alloc, node, prof, in.Now)
+	act := claims.Next(v, c, alloc, node, prof, in.NodeDetachGrace, in.Now)
 	f := Finding{AllocID: c.AllocID, NodeID: c.NodeID, Step: c.Step}
 	short, nodeShort := shortID(c.AllocID), shortID(c.NodeID)
 
 	if c.Step == structs.CSIClaimNeedsOperator {
 		f.Kind = "needs-operator"
 		f.Why = fmt.Sprintf("claim of alloc %s stopped at needs-operator: step %s failed: %s", short, c.BlockedStep, c.LastError)
-		d := claims.Detach(v, c, alloc, node, prof, false, in.Now)
+		d := claims.Detach(v, c, alloc, node, prof, false, in.NodeDetachGrace, in.Now)
 		switch {
 		case d.Kind == claims.DetachBlocked:
 			f.Action = d.Reason
@@ -212,7 +215,7 @@ func claimFinding(in Input, c *structs.CSIVolumeClaim, prof claims.Profile) Find
 		if node != nil && node.Status == structs.NodeStatusDown {
 			if node.DisconnectDeadline <= 0 || node.StatusUpdatedAt == 0 {
 				f.Why = fmt.Sprintf("node %s is down and promised no disconnect deadline; alloc %s's claim waits for it", nodeShort, short)
-				if claims.Detach(v, c, alloc, node, prof, true, in.Now).Kind != claims.DetachBlocked {
+				if claims.Detach(v, c, alloc, node, prof, true, in.NodeDetachGrace, in.Now).Kind != claims.DetachBlocked {
 					f.Action = fmt.Sprintf("`berth volume detach -force %s %s` after you confirm the node is fenced (powered off or cut from the storage)", v.ID, c.NodeID)
 				}
 			} else {

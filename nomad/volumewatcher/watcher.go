@@ -70,6 +70,10 @@ type Config struct {
 	// stays zero: a node whose client promised nothing may still run its
 	// tasks, so only fencing or an operator may free its claims.
 	DefaultDisconnectDeadline time.Duration
+	// NodeDetachGrace is how long after a stopped alloc last changed its
+	// client gets to unpublish the volume by itself before the watcher
+	// asks it to (NodeDetacher); zero takes claims.DefaultNodeDetachGrace.
+	NodeDetachGrace time.Duration
 	// RetryBase and RetryMax bound the capped exponential backoff of
 	// failed controller calls (recorded on the claim as NextRetry) and of
 	// failed passes.
@@ -151,6 +155,9 @@ func New(cfg Config) *Watcher {
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = DefaultWorkers
+	}
+	if cfg.NodeDetachGrace <= 0 {
+		cfg.NodeDetachGrace = claims.DefaultNodeDetachGrace
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -291,6 +298,10 @@ func (w *Watcher) Backoff() helper.Backoff { return w.retry }
 // Now is the watcher's clock.
 func (w *Watcher) Now() time.Time { return w.cfg.Now() }
 
+// NodeDetachGrace is the watcher's wait for a client's own unpublish
+// (Config.NodeDetachGrace, defaulted).
+func (w *Watcher) NodeDetachGrace() time.Duration { return w.cfg.NodeDetachGrace }
+
 // Decide says what the watcher does next for claim, a live claim of vol,
 // as of snap.
 func (w *Watcher) Decide(snap *state.StateSnapshot, vol *structs.CSIVolume, claim *structs.CSIVolumeClaim) (claims.Action, error) {
@@ -306,7 +317,7 @@ func (w *Watcher) decide(snap *state.StateSnapshot, vol *structs.CSIVolume, clai
 	if err != nil {
 		return claims.Action{}, err
 	}
-	return claims.Next(vol, claim, alloc, node, prof, now), nil
+	return claims.Next(vol, claim, alloc, node, prof, w.cfg.NodeDetachGrace, now), nil
 }
 
 // work processes queued volumes until the queue shuts down.
@@ -706,7 +717,7 @@ func (w *Watcher) scan(sc *scanner, full bool) (gauges, error) {
 			if prev != nil && (prev.allocs[c.AllocID] != alloc || prev.nodes[c.NodeID] != node) {
 				changed = true
 			}
-			if claims.Next(vol, c, alloc, claims.WithDeadline(node, w.cfg.DefaultDisconnectDeadline), prof, now).Kind == claims.None {
+			if claims.Next(vol, c, alloc, claims.WithDeadline(node, w.cfg.DefaultDisconnectDeadline), prof, w.cfg.NodeDetachGrace, now).Kind == claims.None {
 				continue
 			}
 			work = true

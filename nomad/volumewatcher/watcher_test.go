@@ -228,7 +228,7 @@ func TestWatcher_FreesOnceTheClientReportsTasksExited(t *testing.T) {
 
 		// Stopped, tasks not reported exited: the client may still use it.
 		h.clientUpdate("a1", structs.AllocClientStatusComplete, false)
-		settle(claims.NodeDetachGrace - time.Second)
+		settle(claims.DefaultNodeDetachGrace - time.Second)
 		claim := h.volume().Claims["a1"]
 		must.NotNil(t, claim)
 		must.Eq(t, structs.CSIClaimTaken, claim.Step)
@@ -509,6 +509,34 @@ func TestWatcher_AsksTheClientOfAGoneAllocToUnpublish(t *testing.T) {
 		must.SliceLen(t, 2, calls)
 		must.True(t, calls[1].Sub(calls[0]) >= 500*time.Millisecond, must.Sprint("retried without backoff"))
 		must.SliceLen(t, 1, h.ctrl.callTimes())
+	})
+}
+
+// TestWatcher_ShorterGraceAsksTheClientSooner: Config.NodeDetachGrace
+// (the server's CSINodeDetachGrace; the simulator shortens it) is how long
+// a stopped alloc's client gets to unpublish by itself; past it, the
+// watcher asks the client, and no earlier.
+func TestWatcher_ShorterGraceAsksTheClientSooner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		det := &fakeDetacher{}
+		h := newHarness(t, false, func(c *Config) {
+			c.NodeDetacher = det
+			c.NodeDetachGrace = 3 * time.Second
+		})
+		h.place("a1", structs.CSIClaimTaken)
+		h.run()
+		stopped := time.Now()
+		h.clientUpdate("a1", structs.AllocClientStatusComplete, false)
+		settle(2 * time.Second)
+		must.Eq(t, structs.CSIClaimTaken, h.volume().Claims["a1"].Step)
+		must.SliceEmpty(t, det.callTimes(), must.Sprint("asked the client inside the grace"))
+
+		settle(2 * time.Second)
+		calls := det.callTimes()
+		must.SliceLen(t, 1, calls)
+		must.True(t, calls[0].Sub(stopped) >= 3*time.Second, must.Sprint("asked before the grace ended"))
+		must.MapEmpty(t, h.volume().Claims)
+		must.Eq(t, claims.ReasonServerDetach, h.pastClaim("a1").ReleaseReason)
 	})
 }
 

@@ -228,6 +228,11 @@ func serverConfig(c *nomad.Config) {
 	c.CSIVolumeWatcherResync = 500 * time.Millisecond
 	c.CSIClaimGCInterval = 500 * time.Millisecond
 	c.CSIControllerTimeout = 2 * time.Second
+	// The servers' wait for a client's own unpublish, 2 min in agents:
+	// unshortened, a client that missed its unpublish (seeds 40071,
+	// 40859) held its claim past the 15 s bound, the servers' NodeDetach
+	// fallback never ran inside it. Like CSIControllerTimeout, a sixtieth.
+	c.CSINodeDetachGrace = 2 * time.Second
 	c.EvalNackDelay = 50 * time.Millisecond
 	c.FailedEvalFollowUpDelay = 200 * time.Millisecond
 }
