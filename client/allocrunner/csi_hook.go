@@ -370,6 +370,11 @@ func (h *csiHook) setupVolume(ctx context.Context, name string) (*shared.CSIMoun
 		return nil, err
 	}
 
+	if err := ctx.Err(); err != nil {
+		// Stopped already (a restored alloc whose stop was stored,
+		// Runner.restoreStop): claim nothing; Postrun releases prev.
+		return nil, err
+	}
 	st := &csiVolumeState{Step: csiVolumeClaiming, Source: source, Namespace: h.namespace(), PluginID: pluginID, Usage: usage}
 	if prev != nil && prev.needsUnmount() {
 		// A mount may be half there: keep undoing it on release, by the

@@ -89,6 +89,10 @@ func NewMinimal(cfg *Config) (AllocRunner, error) {
 		if st != nil && st.TasksExited {
 			m.tasksExited, m.status = true, structs.AllocClientStatusComplete
 		}
+		if a.DesiredStatus != structs.AllocDesiredStatusRun {
+			// A stop the previous process stored (see Runner.restoreStop).
+			m.stopCancel()
+		}
 	} else if err := cfg.DB.PutAlloc(a); err != nil {
 		return nil, fmt.Errorf("persisting alloc %s: %w", a.ID, err)
 	}

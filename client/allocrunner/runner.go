@@ -129,6 +129,9 @@ func New(cfg *Config) (*Runner, error) {
 			return nil, fmt.Errorf("restoring alloc %s: %w", a.ID, err)
 		}
 		r.tasksExited = st != nil && st.TasksExited
+		if a.DesiredStatus != structs.AllocDesiredStatusRun {
+			r.restoreStop()
+		}
 	} else {
 		if err := cfg.DB.PutAlloc(a); err != nil {
 			return nil, fmt.Errorf("persisting alloc %s: %w", a.ID, err)
@@ -157,6 +160,20 @@ func New(cfg *Config) (*Runner, error) {
 		r.hooks = append(r.hooks, f(hc))
 	}
 	return r, nil
+}
+
+// restoreStop applies, in a restored runner, a stop the previous client
+// process stored but may not have carried out: it persisted the stopped
+// alloc (Update) and was killed before its tasks were killed, so they run
+// on, re-attached, and the servers, whose version the stored one is, send
+// nothing newer. Without it the tasks ran forever and postrun never
+// released the alloc's CSI volumes (seeds 40071, 40859: a claim left
+// taken, the volume published on the restarted node). Prerun gets a
+// stopped context, so a restored alloc never claims again, and the update
+// loop kills the tasks as for any stop.
+func (r *Runner) restoreStop() {
+	r.stopCancel()
+	r.updateCh <- struct{}{}
 }
 
 // ID is the alloc's ID.

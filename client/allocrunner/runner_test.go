@@ -408,6 +408,64 @@ func TestRunner_RestoreReattachesAndReusesSetup(t *testing.T) {
 	})
 }
 
+// TestRunner_RestoreCarriesOutAStoredStop: a client killed after it
+// stored a stop (Update persists the stopped alloc) but before its tasks
+// were killed leaves them running; the servers have nothing newer to send.
+// The restored runner kills them and runs postrun, which releases the
+// alloc's CSI volumes (seeds 40071, 40859: the volume stayed published).
+func TestRunner_RestoreCarriesOutAStoredStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, structs.JobTypeService, nil, &structs.Task{Name: "t"})
+		r1 := h.runner(false)
+		wait1 := run(r1)
+		synctest.Wait()
+		must.NoError(t, r1.Shutdown(context.Background()))
+		wait1()
+		h.alloc = h.alloc.Copy()
+		h.alloc.DesiredStatus = structs.AllocDesiredStatusStop
+		must.NoError(t, h.db.PutAlloc(h.alloc)) // as Update does, before the kill
+		must.True(t, h.host.Running(h.taskID("t")))
+
+		r2 := h.runner(true)
+		wait2 := run(r2)
+		synctest.Wait()
+		must.False(t, h.host.Running(h.taskID("t")), must.Sprint("the restored runner left the stopped alloc's task running"))
+		must.True(t, h.updater.last().TasksExited)
+		got := h.ev.get()
+		must.SliceContains(t, got, "a.postrun")
+		must.SliceContains(t, got, "b.postrun")
+		for _, e := range got {
+			must.StrNotContains(t, e, "postrun-while")
+		}
+		must.NoError(t, r2.Destroy(context.Background()))
+		wait2()
+	})
+}
+
+// TestMinimal_RestoreCarriesOutAStoredStop: the same for berth-nodesim's
+// runner, whose "workload" waits for the stop.
+func TestMinimal_RestoreCarriesOutAStoredStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, structs.JobTypeService, nil, &structs.Task{Name: "t"})
+		h.alloc.DesiredStatus = structs.AllocDesiredStatusStop
+		must.NoError(t, h.db.PutAlloc(h.alloc))
+		hook := &testHook{name: "a", ev: h.ev, host: h.host}
+		m, err := NewMinimal(&Config{
+			Alloc: h.alloc, AllocRoot: h.root, DB: h.db, StateUpdater: h.updater, Logger: testlog.Logger(t), Restore: true,
+			Hooks: []HookFactory{func(*HookConfig) Hook { return hook }},
+		})
+		must.NoError(t, err)
+		done := make(chan struct{})
+		go func() { defer close(done); m.Run() }()
+		synctest.Wait()
+		must.SliceContains(t, h.ev.get(), "a.postrun")
+		must.True(t, h.updater.last().TasksExited)
+		must.Eq(t, structs.AllocClientStatusComplete, h.updater.last().ClientStatus)
+		must.NoError(t, m.Destroy(context.Background()))
+		<-done
+	})
+}
+
 func TestRunner_ShutdownWithHungPrerunIsBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, structs.JobTypeService, nil, &structs.Task{Name: "t"})
