@@ -115,6 +115,32 @@ func TestClient_RestoredClientReleasesAStoppedAllocsVolume(t *testing.T) {
 		r.released(a.ID)
 	})
 
+	t.Run("stopped and garbage collected while the client is down", func(t *testing.T) {
+		r := newRestoreRig(t)
+		c1 := r.start()
+		a := r.placeRunning(c1, &structs.Task{Name: "db", KillTimeout: 100 * time.Millisecond})
+		must.NoError(t, c1.Shutdown())
+		r.srv.stopAlloc(a.ID)
+		r.srv.gcAlloc(a.ID)
+
+		c2 := r.start()
+		// The servers no longer list the alloc: the client destroys it,
+		// which kills its task and releases its volume first.
+		testutil.WaitForResult(t, func() (bool, error) {
+			_, unpublishes := r.srv.counts()
+			switch {
+			case r.plugin.Calls("NodeUnpublishVolume") < 1:
+				return false, fmt.Errorf("no NodeUnpublish")
+			case unpublishes < 1:
+				return false, fmt.Errorf("the servers got no CSIVolume.Unpublish")
+			case len(c2.AllocIDs()) > 0:
+				return false, fmt.Errorf("the client still runs %v", c2.AllocIDs())
+			}
+			return true, nil
+		})
+		must.SliceEmpty(t, mock.Running(a.ID+"/"))
+	})
+
 	t.Run("killed while the stopped alloc's release runs", func(t *testing.T) {
 		r := newRestoreRig(t)
 		c1 := r.start()
