@@ -1037,3 +1037,49 @@ func TestChaosCheckMockWriters(t *testing.T) {
 	found := checkMockWriters(append(parseMockLog(0, c1), parseMockLog(1, c2)...), "1")
 	must.Eq(t, []string{"check 1: mock-driver volume 1 published on c2 at 1126 04:00:02.000000 (/c2/a2) while still published on c1 ([/c1/a1])"}, found)
 }
+
+// TestChaosSamplerSeesARealDoubleMount: check 1's sampler, reading the
+// real /proc/self/mountinfo, reports a single-node-writer volume bind
+// mounted below two clients' data dirs, and nothing while it is below one.
+func TestChaosSamplerSeesARealDoubleMount(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("bind mounts need root")
+	}
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	must.NoError(t, err)
+	src := filepath.Join(root, "volumes", "sw1")
+	c1 := &Agent{DataDir: filepath.Join(root, "c1")}
+	c2 := &Agent{DataDir: filepath.Join(root, "c2")}
+	targets := []string{
+		filepath.Join(c1.DataDir, "client", "csi", "hostpath", "per-alloc", "a1", "sw1", "rw-file-system-single-node-writer"),
+		filepath.Join(c2.DataDir, "client", "csi", "hostpath", "staging", "default", "sw1", "rw-file-system-single-node-writer"),
+	}
+	for _, d := range append([]string{src}, targets...) {
+		must.NoError(t, os.MkdirAll(d, 0o755))
+	}
+	t.Cleanup(func() {
+		for _, tg := range targets {
+			_ = unix.Unmount(tg, unix.MNT_DETACH)
+		}
+	})
+	s := startWriterSampler([]*Agent{c1, c2})
+	defer s.stop()
+
+	must.NoError(t, unix.Mount(src, targets[0], "", unix.MS_BIND, ""))
+	// Some readings with the volume on c1 alone, none reported.
+	from := s.samples()
+	waitFor(t, 30*time.Second, "the sampler to read mountinfo 3 more times", func() (bool, error) { return s.samples() >= from+3, nil })
+	s.lock.Lock()
+	must.SliceEmpty(t, s.violations)
+	s.lock.Unlock()
+
+	must.NoError(t, unix.Mount(src, targets[1], "", unix.MS_BIND, ""))
+	waitFor(t, 30*time.Second, "the sampler to report sw1 on two nodes", func() (bool, error) {
+		s.lock.Lock()
+		defer s.lock.Unlock()
+		return len(s.violations) > 0, nil
+	})
+	found := s.stop()
+	must.Len(t, 1, found)
+	must.StrContains(t, found[0], "check 1: single-node-writer volume sw1 mounted on 2 nodes at once: c1: "+targets[0]+"; c2: "+targets[1])
+}
