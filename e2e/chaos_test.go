@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -31,8 +32,10 @@ import (
 //	        published) below two clients' data dirs at once; for the
 //	        mock-driver's volume, which it never mounts, the same from
 //	        its instances' logs of the calls, replayed in time order;
-//	check 2 (end state): no task process runs for an alloc the servers
-//	        hold terminal (/proc);
+//	check 2 (continuously, the same sampler): a publish mount never goes
+//	        while a task process of its alloc runs (/proc); and at the
+//	        end, no task process runs for an alloc the servers hold
+//	        terminal;
 //	check 3 (end state): every claim of a terminal alloc is freed (API);
 //	check 4 (end state): the volume mounts below each client's data dir
 //	        are exactly the live claims of live allocs on that node;
@@ -368,8 +371,11 @@ func runChaosSchedule(t *testing.T, s chaosSchedule) {
 	violations = append(violations, waitEndState(t, c, nodeIDs, healed.Add(healBound))...)
 	violations = append(violations, sampler.stop()...)
 	violations = append(violations, checkMockWriterLogs(t, c)...)
-	t.Logf("seed %d: end state held %v after healing; the sampler read mountinfo %d times",
-		s.Seed, time.Since(healed).Round(time.Millisecond), sampler.samples())
+	sampler.lock.Lock()
+	unpublishes := sampler.unpublishes
+	sampler.lock.Unlock()
+	t.Logf("seed %d: end state held %v after healing; the sampler read mountinfo %d times and saw %d publish mounts go",
+		s.Seed, time.Since(healed).Round(time.Millisecond), sampler.samples(), unpublishes)
 }
 
 // chaosPluginHCL is the plugin job with a restart policy that brings a
@@ -523,16 +529,20 @@ func checkSingleWriter(mounts []Mount, dataDirs []string, writers []string) []st
 }
 
 // writerSampler reads /proc/self/mountinfo every 20 ms from the start of
-// the schedule to the end of its checks and runs check 1 on each reading.
+// the schedule to the end of its checks and runs check 1 on each reading,
+// and check 2's continuous form on each pair of readings.
 type writerSampler struct {
 	done     chan struct{}
 	stopOnce sync.Once
 	wg       sync.WaitGroup
 
-	lock       sync.Mutex
-	n          int
-	violations []string
-	seen       map[string]bool
+	lock sync.Mutex
+	n    int
+	// unpublishes counts the publish mounts seen to go: what check 2's
+	// continuous form had to look at.
+	unpublishes int
+	violations  []string
+	seen        map[string]bool
 }
 
 func startWriterSampler(clients []*Agent) *writerSampler {
@@ -552,6 +562,7 @@ func startWriterSampler(clients []*Agent) *writerSampler {
 		defer s.wg.Done()
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
+		var prev []csiMount
 		for {
 			b, err := os.ReadFile("/proc/self/mountinfo")
 			var found []string
@@ -559,6 +570,21 @@ func startWriterSampler(clients []*Agent) *writerSampler {
 				var mounts []Mount
 				mounts, err = parseMountinfo(b, "")
 				found = checkSingleWriter(mounts, dirs, writers)
+				cur := clientCSIMounts(mounts, dirs)
+				if gone := unpublishedWhileRunning(prev, cur, workloadTaskPIDs); len(gone) > 0 {
+					// Confirm on a second reading, so that a reading torn
+					// by a concurrent mount change cannot be blamed.
+					if b, err2 := os.ReadFile("/proc/self/mountinfo"); err2 == nil {
+						if again, err2 := parseMountinfo(b, ""); err2 == nil {
+							cur = clientCSIMounts(again, dirs)
+							found = append(found, unpublishedWhileRunning(prev, cur, workloadTaskPIDs)...)
+						}
+					}
+				}
+				s.lock.Lock()
+				s.unpublishes += countUnpublished(prev, cur)
+				s.lock.Unlock()
+				prev = cur
 			}
 			if err != nil {
 				found = []string{"sampler: " + err.Error()}
@@ -580,6 +606,55 @@ func startWriterSampler(clients []*Agent) *writerSampler {
 		}
 	}()
 	return s
+}
+
+// unpublishedWhileRunning is check 2's continuous form on two readings of
+// mountinfo: an alloc's publish mount of a volume, there in prev and gone
+// in cur, while a task process of the alloc runs. tasks is asked only for
+// the allocs whose mount went, after cur was read: a process it finds
+// alive was alive when the mount was already gone.
+func unpublishedWhileRunning(prev, cur []csiMount, tasks func(allocID string) []int) []string {
+	type key struct {
+		client        int
+		volume, alloc string
+	}
+	now := map[key]bool{}
+	for _, m := range cur {
+		now[key{m.Client, m.Volume, m.Alloc}] = true
+	}
+	var out []string
+	for _, m := range prev {
+		if m.Alloc == "" || now[key{m.Client, m.Volume, m.Alloc}] {
+			continue
+		}
+		if pids := tasks(m.Alloc); len(pids) > 0 {
+			out = append(out, fmt.Sprintf("check 2: c%d's publish mount of volume %s for alloc %s went while its task processes %v run: %s",
+				m.Client+1, m.Volume, m.Alloc, pids, m.Point))
+		}
+	}
+	return out
+}
+
+// countUnpublished counts the publish mounts in prev and not in cur.
+func countUnpublished(prev, cur []csiMount) int {
+	n := 0
+	for _, m := range prev {
+		if m.Alloc != "" && !slices.ContainsFunc(cur, func(c csiMount) bool { return c.Client == m.Client && c.Volume == m.Volume && c.Alloc == m.Alloc }) {
+			n++
+		}
+	}
+	return n
+}
+
+// workloadTaskPIDs lists the live processes of an alloc's workload task.
+func workloadTaskPIDs(allocID string) []int {
+	var out []int
+	for _, p := range allProcesses() {
+		if hasEnv(p.Env, "NOMAD_ALLOC_ID="+allocID) && hasEnv(p.Env, "NOMAD_TASK_NAME="+WorkloadTask) {
+			out = append(out, p.PID)
+		}
+	}
+	return out
 }
 
 // stop ends the sampler (once) and returns what it found.
@@ -1082,4 +1157,60 @@ func TestChaosSamplerSeesARealDoubleMount(t *testing.T) {
 	found := s.stop()
 	must.Len(t, 1, found)
 	must.StrContains(t, found[0], "check 1: single-node-writer volume sw1 mounted on 2 nodes at once: c1: "+targets[0]+"; c2: "+targets[1])
+}
+
+// TestChaosCheckUnpublishedWhileRunning: check 2's continuous form reports
+// a publish mount gone while its alloc's task runs, and not one gone after
+// the task exited, nor a staging mount, nor a mount that stays.
+func TestChaosCheckUnpublishedWhileRunning(t *testing.T) {
+	prev := []csiMount{
+		{Client: 0, Volume: "sw1", Point: "/c1/staging/sw1"},
+		{Client: 0, Volume: "sw1", Alloc: "a1", Point: "/c1/per-alloc/a1/sw1"},
+		{Client: 1, Volume: "ro1", Alloc: "a2", Point: "/c2/per-alloc/a2/ro1"},
+		{Client: 1, Volume: "sw2", Alloc: "a3", Point: "/c2/per-alloc/a3/sw2"},
+	}
+	cur := []csiMount{prev[3]}
+	running := map[string][]int{"a2": {42}, "a3": {43}}
+	var asked []string
+	found := unpublishedWhileRunning(prev, cur, func(id string) []int { asked = append(asked, id); return running[id] })
+	must.Eq(t, []string{"a1", "a2"}, asked)
+	must.Eq(t, []string{"check 2: c2's publish mount of volume ro1 for alloc a2 went while its task processes [42] run: /c2/per-alloc/a2/ro1"}, found)
+}
+
+// TestChaosSamplerSeesAnUnpublishUnderARunningTask: check 2's continuous
+// form, on a real bind mount and a real process carrying an alloc's task
+// env, reports the mount going while the process runs.
+func TestChaosSamplerSeesAnUnpublishUnderARunningTask(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("bind mounts need root")
+	}
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	must.NoError(t, err)
+	allocID := fmt.Sprintf("chaos-test-%d", os.Getpid())
+	src := filepath.Join(root, "volumes", "sw1")
+	c1 := &Agent{DataDir: filepath.Join(root, "c1")}
+	target := filepath.Join(c1.DataDir, "client", "csi", "hostpath", "per-alloc", allocID, "sw1", "rw-file-system-single-node-writer")
+	must.NoError(t, os.MkdirAll(src, 0o755))
+	must.NoError(t, os.MkdirAll(target, 0o755))
+	must.NoError(t, unix.Mount(src, target, "", unix.MS_BIND, ""))
+	t.Cleanup(func() { _ = unix.Unmount(target, unix.MNT_DETACH) })
+
+	task := exec.Command("sleep", "60")
+	task.Env = append(os.Environ(), "NOMAD_ALLOC_ID="+allocID, "NOMAD_TASK_NAME="+WorkloadTask)
+	must.NoError(t, task.Start())
+	t.Cleanup(func() { _ = task.Process.Kill(); _ = task.Wait() })
+
+	s := startWriterSampler([]*Agent{c1})
+	defer s.stop()
+	from := s.samples()
+	waitFor(t, 30*time.Second, "the sampler to read the mount", func() (bool, error) { return s.samples() >= from+2, nil })
+	must.NoError(t, unix.Unmount(target, 0))
+	waitFor(t, 30*time.Second, "the sampler to report the unpublish under a running task", func() (bool, error) {
+		s.lock.Lock()
+		defer s.lock.Unlock()
+		return len(s.violations) > 0, nil
+	})
+	found := s.stop()
+	must.Len(t, 1, found)
+	must.StrContains(t, found[0], fmt.Sprintf("check 2: c1's publish mount of volume sw1 for alloc %s went while its task processes [%d] run", allocID, task.Process.Pid))
 }
