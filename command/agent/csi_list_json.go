@@ -26,22 +26,9 @@ type volumeStubs []*api.CSIVolumeListStub
 const stubJSONSize = 480
 
 func (l volumeStubs) appendJSON(buf []byte) ([]byte, error) {
-	if l == nil {
-		return append(buf, "null"...), nil
-	}
 	// A stub is ~450 bytes: one allocation instead of a dozen of growth.
 	buf = slices.Grow(buf, stubJSONSize*len(l)+2)
-	buf = append(buf, '[')
-	for i, s := range l {
-		if i > 0 {
-			buf = append(buf, ',')
-		}
-		var err error
-		if buf, err = appendStub(buf, s); err != nil {
-			return nil, err
-		}
-	}
-	return append(buf, ']'), nil
+	return appendArray(buf, l, appendStub)
 }
 
 func appendStub(buf []byte, s *api.CSIVolumeListStub) ([]byte, error) {

@@ -23,20 +23,9 @@ const volumeJSONSize = 1024
 func (r *registerAnswer) appendJSON(buf []byte) ([]byte, error) {
 	buf = slices.Grow(buf, volumeJSONSize*len(r.Volumes)+64)
 	buf = append(buf, `{"Volumes":`...)
-	if r.Volumes == nil {
-		buf = append(buf, "null"...)
-	} else {
-		buf = append(buf, '[')
-		for i, v := range r.Volumes {
-			if i > 0 {
-				buf = append(buf, ',')
-			}
-			var err error
-			if buf, err = appendVolume(buf, v); err != nil {
-				return nil, err
-			}
-		}
-		buf = append(buf, ']')
+	buf, err := appendArray(buf, r.Volumes, appendVolume)
+	if err != nil {
+		return nil, err
 	}
 	buf = appendJSONString(append(buf, `,"Warnings":`...), r.Warnings)
 	if len(r.Outcomes) > 0 {
@@ -76,23 +65,13 @@ func appendVolume(buf []byte, v *api.CSIVolume) ([]byte, error) {
 	buf = strconv.AppendInt(append(buf, `,"RequestedCapacityMin":`...), v.RequestedCapacityMin, 10)
 	buf = strconv.AppendInt(append(buf, `,"RequestedCapacityMax":`...), v.RequestedCapacityMax, 10)
 	buf = append(buf, `,"RequestedCapabilities":`...)
-	if v.RequestedCapabilities == nil {
-		buf = append(buf, "null"...)
-	} else {
-		buf = append(buf, '[')
-		for i, c := range v.RequestedCapabilities {
-			if i > 0 {
-				buf = append(buf, ',')
-			}
-			if c == nil {
-				buf = append(buf, "null"...)
-				continue
-			}
-			buf = appendJSONString(append(buf, `{"AccessMode":`...), string(c.AccessMode))
-			buf = append(appendJSONString(append(buf, `,"AttachmentMode":`...), string(c.AttachmentMode)), '}')
+	buf, _ = appendArray(buf, v.RequestedCapabilities, func(buf []byte, c *api.CSIVolumeCapability) ([]byte, error) {
+		if c == nil {
+			return append(buf, "null"...), nil
 		}
-		buf = append(buf, ']')
-	}
+		buf = appendJSONString(append(buf, `{"AccessMode":`...), string(c.AccessMode))
+		return append(appendJSONString(append(buf, `,"AttachmentMode":`...), string(c.AttachmentMode)), '}'), nil
+	})
 	buf = appendJSONString(append(buf, `,"CloneID":`...), v.CloneID)
 	buf = appendJSONString(append(buf, `,"SnapshotID":`...), v.SnapshotID)
 	if buf, err = appendNested(append(buf, `,"ReadAllocs":`...), v.ReadAllocs == nil, len(v.ReadAllocs) == 0, "{}", v.ReadAllocs); err != nil {
@@ -163,17 +142,27 @@ func appendVolume(buf []byte, v *api.CSIVolume) ([]byte, error) {
 
 // appendStrings writes a string slice as encoding/json does (nil: null).
 func appendStrings(buf []byte, l []string) []byte {
+	buf, _ = appendArray(buf, l, func(buf []byte, s string) ([]byte, error) { return appendJSONString(buf, s), nil })
+	return buf
+}
+
+// appendArray writes a slice as encoding/json does: null when nil, else
+// each element by appendElem between brackets. The first error ends it.
+func appendArray[T any](buf []byte, l []T, appendElem func([]byte, T) ([]byte, error)) ([]byte, error) {
 	if l == nil {
-		return append(buf, "null"...)
+		return append(buf, "null"...), nil
 	}
 	buf = append(buf, '[')
-	for i, s := range l {
+	for i, e := range l {
 		if i > 0 {
 			buf = append(buf, ',')
 		}
-		buf = appendJSONString(buf, s)
+		var err error
+		if buf, err = appendElem(buf, e); err != nil {
+			return nil, err
+		}
 	}
-	return append(buf, ']')
+	return append(buf, ']'), nil
 }
 
 // appendStringMap writes a string map as encoding/json does: null when
