@@ -10,6 +10,7 @@ import (
 	"github.com/shoenig/test/must"
 
 	"github.com/berth-io/berth/api"
+	"github.com/berth-io/berth/testutil"
 )
 
 func seedLogs(f *fakeAPI) {
@@ -89,7 +90,7 @@ func TestAllocLogs_FollowPrintsWhatComesLater(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var out syncBuffer
+	var out testutil.SyncBuffer
 	m := &Meta{ui: &UI{Out: &out, Err: &out}}
 	r := &logReader{meta: m, addrs: []string{""}, allocID: allocA, task: "web", logType: "stdout"}
 	n, err := r.copy(ctx, &out, "start", 0)

@@ -1,14 +1,12 @@
 package command
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,24 +15,6 @@ import (
 	"github.com/berth-io/berth/api"
 	"github.com/berth-io/berth/testutil"
 )
-
-// lockedBuffer is a bytes.Buffer safe to read while the CLI writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 func TestVolumeCreate_SaysWhatItWaitsOn(t *testing.T) {
 	oldFirst, oldEvery := progressFirst, progressEvery
@@ -66,7 +46,7 @@ capability {
 }
 `), 0o600))
 
-	var out, errOut lockedBuffer
+	var out, errOut testutil.SyncBuffer
 	code := make(chan int, 1)
 	go func() { code <- Run([]string{"volume", "create", spec}, &out, &errOut) }()
 	testutil.WaitForResult(t, func() (bool, error) {

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
 	"sync"
@@ -9,6 +8,8 @@ import (
 	"time"
 
 	"github.com/shoenig/test/must"
+
+	"github.com/berth-io/berth/testutil"
 )
 
 // TestRunBounded_SeparateBounds: one-server and three-server schedules
@@ -57,29 +58,11 @@ func TestRunBounded_SeparateBounds(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer written from a timer's goroutine.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestRunBounded_ReportsAHungSchedule: a schedule that does not return
 // has its seed and the goroutines' stacks printed while it hangs, so a
 // long run that hangs says where.
 func TestRunBounded_ReportsAHungSchedule(t *testing.T) {
-	out := &lockedBuffer{}
+	out := &testutil.SyncBuffer{}
 	saved := hangWatch
 	hangWatch.after, hangWatch.out = 50*time.Millisecond, out
 	defer func() { hangWatch = saved }()

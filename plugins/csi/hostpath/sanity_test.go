@@ -1,7 +1,6 @@
 package hostpath
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -142,7 +140,7 @@ func summarize(r ginkgo.Report) sanitySummary {
 // the socket removed.
 func startPluginProcess(t *testing.T, bin string, args ...string) *os.Process {
 	t.Helper()
-	var stderr lockedBuffer
+	var stderr testutil.SyncBuffer
 	cmd := exec.Command(bin, append([]string{"plugin", "hostpath"}, args...)...)
 	cmd.Stdout = &stderr
 	cmd.Stderr = &stderr
@@ -206,23 +204,4 @@ func startPluginProcess(t *testing.T, bin string, args ...string) *os.Process {
 		t.Fatalf("plugin exited early (%v); its output:\n%s", err, stderr.String())
 	}
 	return cmd.Process
-}
-
-// lockedBuffer collects a child's output; the exec copier goroutines write
-// while the test reads.
-type lockedBuffer struct {
-	mu sync.Mutex // guards b
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
