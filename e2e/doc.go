@@ -57,7 +57,8 @@
 //	                           never on two nodes) and, after
 //	                           healing, from /proc and the API: claims of
 //	                           terminal allocs freed, mounts = live claims,
-//	                           no task of a terminal alloc alive. `make
-//	                           chaos CHAOS_SEED=300`: 20 schedules, 0
-//	                           violations, 239 s (README, Tests)
+//	                           no task of a terminal alloc alive, and
+//	                           (continuously) no unpublish under a live
+//	                           task. `make chaos CHAOS_SEED=500`: 20
+//	                           schedules, 0 violations, 239 s (README)
 package e2e
