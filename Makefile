@@ -99,7 +99,7 @@ sim:
 # with CHAOS_SCHEDULES=1). make test runs 2 of them.
 CHAOS_SCHEDULES ?= 20
 CHAOS_SEED      ?=
-chaos:
+chaos: peers
 	CHAOS_SCHEDULES=$(CHAOS_SCHEDULES) CHAOS_SEED=$(CHAOS_SEED) $(GO) test -count=1 -timeout 60m -v -run '^TestE2E_Chaos$$' ./e2e/
 
 # fuzz runs each fuzz target briefly (make test does); FUZZTIME=5m by hand.
