@@ -15,8 +15,8 @@
 //	                 │                                                ▼ -force) or fenced
 //	                 │                                          NodeDetached
 //	                 │ Next: alloc stopped before it ran               │ ControllerUnpublish when
-//	                 │ (ControllerUnpublish first if published)        │ published (last claim on
-//	                 │                                                 ▼ the node)
+//	                 │ (ControllerUnpublish first if published and     │ published (last claim on
+//	                 │ no claim is Taken on the node)                  ▼ the node)
 //	                 └──────────────────────────────────────► ControllerDetached ──► freed
 //
 //	any release call failing with a final error (ReleaseFailed):

@@ -149,7 +149,7 @@ func Next(vol *structs.CSIVolume, claim *structs.CSIVolumeClaim, alloc *structs.
 			"the release of alloc %s's claim on node %s stopped at step %s: %s; run 'berth volume detach %s %s'",
 			claim.AllocID, claim.NodeID, claim.BlockedStep, claim.LastError, vol.ID, claim.NodeID)}
 	case structs.CSIClaimReserved:
-		return reservedStep(claim, alloc, needsController, now)
+		return reservedStep(vol, claim, alloc, needsController, now)
 	case structs.CSIClaimTaken:
 		return takenStep(claim, alloc, node, needsController, grace, now)
 	case structs.CSIClaimNodeDetached:
@@ -170,13 +170,31 @@ func Next(vol *structs.CSIVolume, claim *structs.CSIVolumeClaim, alloc *structs.
 	return Action{Kind: None, Reason: fmt.Sprintf("claim of alloc %s is at unknown step %q", claim.AllocID, claim.Step)}
 }
 
-func reservedStep(claim *structs.CSIVolumeClaim, alloc *structs.Allocation, needsController bool, now time.Time) Action {
+func reservedStep(vol *structs.CSIVolume, claim *structs.CSIVolumeClaim, alloc *structs.Allocation, needsController bool, now time.Time) Action {
 	if alloc != nil && !alloc.TerminalStatus() {
 		return Action{Kind: None, Reason: fmt.Sprintf("reserved for alloc %s, which has not claimed the volume yet", claim.AllocID)}
 	}
 	if published(claim, needsController) {
 		// A Claim records the external node ID on the reservation before
 		// it calls ControllerPublish; undo a publish whose Taken was lost.
+		//
+		// Unless another alloc has the volume Taken on that node: the
+		// attachment is one per node, and detaching it would pull the
+		// volume from under that alloc's running tasks (seed 550: a
+		// stopped reservation's ControllerUnpublish left a running alloc
+		// with its claim and nothing published). Its own release, the
+		// last on the node, detaches it. A publish of this reservation
+		// that may still run is waited out first all the same: landing
+		// after that release, it would leave the volume attached to a
+		// node no claim holds.
+		if other := takenOnNode(vol, claim); other != nil {
+			if wait, ok := publishMayRun(claim, now); ok {
+				return wait
+			}
+			return Action{Kind: Free, Reason: fmt.Sprintf(
+				"alloc %s %s before it claimed the volume; alloc %s has it on node %s, so the last claim there detaches it through the controller",
+				claim.AllocID, stoppedOrGone(alloc), other.AllocID, claim.NodeID)}
+		}
 		return controllerStep(claim, now, "")
 	}
 	return Action{Kind: Free, Reason: fmt.Sprintf("alloc %s %s before it claimed the volume", claim.AllocID, stoppedOrGone(alloc))}
@@ -269,13 +287,8 @@ func published(claim *structs.CSIVolumeClaim, needsController bool) bool {
 // volume attached to a node the servers freed — and a single-node volume
 // attached to two nodes once another claim publishes it (seed 20144).
 func controllerStep(claim *structs.CSIVolumeClaim, now time.Time, releaseReason string) Action {
-	if claim.PublishUntil > 0 {
-		if until := time.Unix(0, claim.PublishUntil).Add(ClockSkew); now.Before(until) {
-			return Action{Kind: Wait, At: until, Record: true, Reason: fmt.Sprintf(
-				"a controller publish to node %s for alloc %s may still be running until %s; "+
-					"the volume is detached from the node through the controller after that",
-				claim.NodeID, claim.AllocID, until.UTC().Format(time.RFC3339))}
-		}
+	if wait, ok := publishMayRun(claim, now); ok {
+		return wait
 	}
 	if claim.NextRetry > now.UnixNano() {
 		return Action{Kind: RetryAfter, At: time.Unix(0, claim.NextRetry), ReleaseReason: releaseReason, Reason: fmt.Sprintf(
@@ -284,6 +297,39 @@ func controllerStep(claim *structs.CSIVolumeClaim, now time.Time, releaseReason 
 	}
 	return Action{Kind: ControllerUnpublish, ReleaseReason: releaseReason, Reason: fmt.Sprintf(
 		"detach the volume from node %s (alloc %s) through the controller", claim.NodeID, claim.AllocID)}
+}
+
+// publishMayRun returns the Wait for a ControllerPublish of claim that
+// may still be running (its PublishUntil, plus ClockSkew, is ahead of
+// now), and whether there is one.
+func publishMayRun(claim *structs.CSIVolumeClaim, now time.Time) (Action, bool) {
+	if claim.PublishUntil <= 0 {
+		return Action{}, false
+	}
+	until := time.Unix(0, claim.PublishUntil).Add(ClockSkew)
+	if !now.Before(until) {
+		return Action{}, false
+	}
+	return Action{Kind: Wait, At: until, Record: true, Reason: fmt.Sprintf(
+		"a controller publish to node %s for alloc %s may still be running until %s; "+
+			"the volume is detached from the node through the controller after that",
+		claim.NodeID, claim.AllocID, until.UTC().Format(time.RFC3339))}, true
+}
+
+// takenOnNode returns another claim of vol Taken on claim's node, or nil.
+// Only Taken counts, not inUseOnNode's published reservations: every
+// claim of a round is decided on the same snapshot, and two stopped
+// reservations on one node that each left the attachment to the other
+// would both be freed with the volume still attached. A Taken claim
+// always goes through NodeDetached, whose inUseOnNode sees this
+// reservation gone and detaches.
+func takenOnNode(vol *structs.CSIVolume, claim *structs.CSIVolumeClaim) *structs.CSIVolumeClaim {
+	for _, c := range vol.LiveClaims() {
+		if c.AllocID != claim.AllocID && c.NodeID == claim.NodeID && c.Step == structs.CSIClaimTaken {
+			return c
+		}
+	}
+	return nil
 }
 
 // inUseOnNode returns another claim of vol on claim's node that still

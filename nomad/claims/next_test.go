@@ -268,6 +268,45 @@ func TestNextStep(t *testing.T) {
 			want: Action{Kind: Free},
 		},
 		{
+			// Seed 550: the stopped reservation's ControllerUnpublish
+			// detached the volume from under alloc-2's running tasks,
+			// which kept their claim with nothing published.
+			name:   "a stopped reservation leaves the attachment to a claim taken on the node",
+			claim:  func(c *structs.CSIVolumeClaim) { c.Step = structs.CSIClaimReserved },
+			others: []*structs.CSIVolumeClaim{other(structs.CSIClaimTaken, stepNode)},
+			alloc:  "stopped", node: stepNodeNamed("ready"), needs: true,
+			want: Action{Kind: Free},
+		},
+		{
+			name: "but first waits out a publish of its own that may still run",
+			claim: func(c *structs.CSIVolumeClaim) {
+				c.Step, c.PublishUntil = structs.CSIClaimReserved, stepNow.Add(time.Second).UnixNano()
+			},
+			others: []*structs.CSIVolumeClaim{other(structs.CSIClaimTaken, stepNode)},
+			alloc:  "stopped", node: stepNodeNamed("ready"), needs: true,
+			want: Action{Kind: Wait, Record: true, At: stepNow.Add(time.Second + ClockSkew)},
+		},
+		{
+			// Both stopped and decided on one snapshot: each leaving it
+			// to the other would leave the volume attached to the node.
+			name:   "another published reservation on the node does not hold the attachment for it",
+			claim:  func(c *structs.CSIVolumeClaim) { c.Step = structs.CSIClaimReserved },
+			others: []*structs.CSIVolumeClaim{other(structs.CSIClaimReserved, stepNode)},
+			alloc:  "stopped", node: stepNodeNamed("ready"), needs: true,
+			want: Action{Kind: ControllerUnpublish},
+		},
+		{
+			name:  "nor does a releasing claim on the node, or a claim taken on another node",
+			claim: func(c *structs.CSIVolumeClaim) { c.Step = structs.CSIClaimReserved },
+			others: []*structs.CSIVolumeClaim{other(structs.CSIClaimNodeDetached, stepNode), func() *structs.CSIVolumeClaim {
+				c := other(structs.CSIClaimTaken, "node-2")
+				c.AllocID = "alloc-3"
+				return c
+			}()},
+			alloc: "stopped", node: stepNodeNamed("ready"), needs: true,
+			want: Action{Kind: ControllerUnpublish},
+		},
+		{
 			name:  "a node-detached claim without an external node ID was never published",
 			claim: func(c *structs.CSIVolumeClaim) { c.Step, c.ExternalNodeID = structs.CSIClaimNodeDetached, "" },
 			alloc: "stopped", node: stepNodeNamed("ready"), needs: true,

@@ -312,3 +312,50 @@ func TestRegression_SlowPublishOfAStoppedAlloc(t *testing.T) {
 		t.Errorf("the slow publish never landed: %+v", st)
 	}
 }
+
+// TestRegression_StoppedReservationDetachedATakenVolume is seed 550 (3
+// servers; it replayed in 2 of 15 runs beside seeds 801 and 1742, in none
+// of 3 alone, and in none of 20 beside them with the fix), minimized by
+// hand from its trace: an alloc has the volume Taken
+// and running on a node while another alloc's reservation on the same
+// node keeps failing ControllerPublish with a retryable error; the
+// node's client is killed and the second alloc stopped, so no client
+// reports its node side and the servers release the reservation
+// themselves. That release ran ControllerUnpublish of the volume from the
+// node — the one attachment every claim there shares — from under the
+// running alloc, which kept its claim with nothing published (check 4,
+// 15 s after healing; its restarted client found its mount and re-used
+// it). The reservation is now freed without ControllerUnpublish when a
+// claim is Taken on its node (claims.reservedStep), as a client's own
+// Unpublish of it already was; nomad/claims' TestNextStep reproduces it
+// every time.
+func TestRegression_StoppedReservationDetachedATakenVolume(t *testing.T) {
+	s := &Schedule{Seed: 550, Nodes: 2, Servers: 1, Profile: Profile{Controller: true, PublishUnpublish: true},
+		Volumes: []Volume{{ID: "v0", Mode: structs.CSIVolumeAccessModeMultiNodeMultiWriter}},
+		Ops: []Op{
+			// Every alloc on n0; n1's plugin serves the controller
+			// while n0's client is down.
+			{Kind: OpIneligible, Node: 1},
+			{Kind: OpRunJob, Job: 0, Vol: 0},
+			{Kind: OpWait, Wait: 400 * time.Millisecond},
+		}}
+	// Enough retryable errors that job 1's claims keep failing until its
+	// stop (each Claim RPC retries ControllerPublish every 5-20 ms).
+	for range 150 {
+		s.Ops = append(s.Ops, Op{Kind: FaultCtrl, Method: "ControllerPublishVolume", Code: codes.Unavailable})
+	}
+	s.Ops = append(s.Ops,
+		Op{Kind: OpRunJob, Job: 1, Vol: 0},
+		Op{Kind: OpWait, Wait: 100 * time.Millisecond},
+		Op{Kind: FaultKill, Node: 0}, // back before the servers mark n0 down
+		Op{Kind: OpStopJob, Job: 1},
+		Op{Kind: OpWait, Wait: 200 * time.Millisecond})
+	vs, st := RunStats(t, s)
+	if len(vs) > 0 {
+		t.Errorf("violations:\n%v", vs)
+	}
+	// The schedule proves something only if job 0 was published.
+	if st.Publishes == 0 {
+		t.Errorf("nothing was published: %+v", st)
+	}
+}
