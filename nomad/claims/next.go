@@ -324,12 +324,7 @@ func publishMayRun(claim *structs.CSIVolumeClaim, now time.Time) (Action, bool) 
 // always goes through NodeDetached, whose inUseOnNode sees this
 // reservation gone and detaches.
 func takenOnNode(vol *structs.CSIVolume, claim *structs.CSIVolumeClaim) *structs.CSIVolumeClaim {
-	for _, c := range vol.LiveClaims() {
-		if c.AllocID != claim.AllocID && c.NodeID == claim.NodeID && c.Step == structs.CSIClaimTaken {
-			return c
-		}
-	}
-	return nil
+	return otherOnNode(vol, claim, func(c *structs.CSIVolumeClaim) bool { return c.Step == structs.CSIClaimTaken })
 }
 
 // inUseOnNode returns another claim of vol on claim's node that still
@@ -345,11 +340,16 @@ func takenOnNode(vol *structs.CSIVolume, claim *structs.CSIVolumeClaim) *structs
 // attached to a node no claim holds (seed 41530). Not counting it is safe:
 // its Claim publishes again under the volume's lock, after this release.
 func inUseOnNode(vol *structs.CSIVolume, claim *structs.CSIVolumeClaim, needsController bool) *structs.CSIVolumeClaim {
+	return otherOnNode(vol, claim, func(c *structs.CSIVolumeClaim) bool {
+		return c.Step == structs.CSIClaimTaken || (c.Step == structs.CSIClaimReserved && published(c, needsController))
+	})
+}
+
+// otherOnNode returns a live claim of vol on claim's node, other than
+// claim itself, for which counts is true, or nil.
+func otherOnNode(vol *structs.CSIVolume, claim *structs.CSIVolumeClaim, counts func(*structs.CSIVolumeClaim) bool) *structs.CSIVolumeClaim {
 	for _, c := range vol.LiveClaims() {
-		if c.AllocID == claim.AllocID || c.NodeID != claim.NodeID {
-			continue
-		}
-		if c.Step == structs.CSIClaimTaken || (c.Step == structs.CSIClaimReserved && published(c, needsController)) {
+		if c.AllocID != claim.AllocID && c.NodeID == claim.NodeID && counts(c) {
 			return c
 		}
 	}
