@@ -131,7 +131,7 @@ func (s *Server) waitCaughtUp(method string) error {
 	if established {
 		return nil
 	}
-	if err := s.raft.Barrier(s.config.RaftTimeout).Error(); err != nil {
+	if err := s.raftWait(s.raft.Barrier(s.config.RaftTimeout)); err != nil {
 		return structs.NewError(structs.CodeNoLeader, "no cluster leader: %s reached a new leader that could not catch up: %v", method, err)
 	}
 	return nil

@@ -34,7 +34,7 @@ func (s *Server) monitorLeadership(ctx context.Context) {
 // in earlier terms (a barrier), then starts the leader-only loops.
 func (s *Server) establishLeadership(ctx context.Context) {
 	s.revokeLeadership()
-	if err := s.raft.Barrier(s.config.RaftTimeout).Error(); err != nil {
+	if err := s.raftWait(s.raft.Barrier(s.config.RaftTimeout)); err != nil {
 		s.logger.Error("leader barrier failed; duties not started", "error", err)
 		return
 	}
