@@ -5,6 +5,8 @@ package cluster
 import (
 	"fmt"
 	"net"
+	"runtime/pprof"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,15 +112,49 @@ func start(t testing.TB, c *nomad.Config) *Server {
 	if err != nil {
 		t.Fatalf("starting server %s: %v", c.NodeName, err)
 	}
-	t.Cleanup(func() { s.Shutdown() })
-	return &Server{Server: s, Config: c, Addr: s.RPCAddr()}
+	srv := &Server{Server: s, Config: c, Addr: s.RPCAddr()}
+	t.Cleanup(func() {
+		if err := srv.shutdownWithin(shutdownBound); err != nil {
+			t.Error(err)
+		}
+	})
+	return srv
+}
+
+// shutdownBound is how long a test waits for a server to shut down (it
+// takes milliseconds) before it reports the server instead of hanging on
+// it. A call the server waits for that never ends held a simulator run
+// for an hour (seed 2793).
+const shutdownBound = 2 * time.Minute
+
+// shutdownWithin shuts s down and waits up to d for it. A server still
+// shutting down then is an error with every goroutine's stack; its
+// Shutdown is left running.
+func (s *Server) shutdownWithin(d time.Duration) error {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Shutdown()
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-t.C:
+		var b strings.Builder
+		_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
+		return fmt.Errorf("server %s did not shut down within %s; goroutines:\n%s", s.Config.NodeName, d, b.String())
+	}
 }
 
 // Restart shuts s down and starts a new server with the same config, ID,
 // data dir and address. The old value must not be used afterwards.
 func Restart(t testing.TB, s *Server) *Server {
 	t.Helper()
-	s.Shutdown()
+	if err := s.shutdownWithin(shutdownBound); err != nil {
+		t.Fatalf("restarting: %v", err)
+	}
 	c := *s.Config
 	c.RPCListener = nil
 	addr, err := net.ResolveTCPAddr("tcp", s.Addr)

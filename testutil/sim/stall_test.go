@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/berth-io/berth/nomad/structs"
@@ -76,6 +78,58 @@ func TestRunningDeadline_ExtendedByStall(t *testing.T) {
 	if !dl.passed() {
 		t.Fatalf("a 1 s deadline has not passed after %d s of wall time", maxStallExtension+3)
 	}
+}
+
+// TestWaitRunning_EndsByTheCapUnderEndlessStall: a bounded wait whose
+// condition never holds, under a meter that measures another hour of
+// stall at every poll (a process starved for good, or a schedule spinning
+// on a bug), still ends: at 1+maxStallExtension times its bound, and
+// reports the condition's error. Seed 2793 was read as such a wait that
+// never ended; the cap is what keeps one from doing so.
+func TestWaitRunning_EndsByTheCapUnderEndlessStall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var m stallMeter
+		const d = 20 * time.Second
+		start := time.Now()
+		never := errors.New("the cluster never recovers")
+		_, err := waitRunning(&m, d, func() error {
+			m.observe(stallTick + stallSlack + time.Hour)
+			if el := time.Since(start); el > 10*d {
+				t.Fatalf("a %s wait under endless stall still polling after %s", d, el)
+			}
+			return never
+		})
+		if !errors.Is(err, never) {
+			t.Fatalf("the wait ended with %v, want the condition's last error", err)
+		}
+		// It is extended by the stall up to the cap, and no further (one
+		// poll interval of slack).
+		if el, limit := time.Since(start), (1+maxStallExtension)*d; el < limit || el > limit+time.Second {
+			t.Fatalf("a %s wait under endless stall ended after %s, want %s", d, el, limit)
+		}
+	})
+}
+
+// TestEndWithin_ReportsACallThatNeverReturns: a call the harness waits for
+// (a server's Shutdown in a leader restart, seed 2793) that never returns
+// is an error after its bound, not a hang; one that returns is not.
+func TestEndWithin_ReportsACallThatNeverReturns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var m stallMeter
+		const d = 20 * time.Second
+		release := make(chan struct{})
+		defer close(release)
+		start := time.Now()
+		if err := endWithin(&m, d, func() { <-release }); err == nil {
+			t.Fatalf("a call that never returns: endWithin returned no error")
+		}
+		if el := time.Since(start); el < d || el > d+time.Second {
+			t.Fatalf("endWithin(%s) of a call that never returns ended after %s", d, el)
+		}
+		if err := endWithin(&m, d, func() {}); err != nil {
+			t.Fatalf("a call that returns at once: %v", err)
+		}
+	})
 }
 
 // TestSettle_ReportsAClaimLeftUnfreed: the bound that does not count
