@@ -418,6 +418,7 @@ func (h *csiHook) setupVolume(ctx context.Context, name string) (*shared.CSIMoun
 	if err := h.saveVolume(name, st); err != nil {
 		return nil, err
 	}
+	steptrace.Mark(h.alloc.ID, steptrace.MountRecorded)
 	mi, err := vm.MountVolume(ctx, vol, h.alloc, &usage, resp.PublishContext)
 	if err != nil {
 		return nil, fmt.Errorf("volume %q (source %q): %w", name, source, err)

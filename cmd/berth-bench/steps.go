@@ -36,7 +36,8 @@ const (
 var (
 	claimPath = []string{stepCreated, steptrace.AllocReceived, steptrace.AllocPersisted, steptrace.PrerunStarted,
 		steptrace.ClaimRecorded, steptrace.ClaimSent,
-		steptrace.ClaimAnswered, steptrace.Staged, steptrace.Published, stepMounted}
+		steptrace.ClaimAnswered, steptrace.MountRecorded, steptrace.StageSent, steptrace.Staged,
+		steptrace.PublishSent, steptrace.Published, stepMounted}
 	stopPath = []string{stepStopped, steptrace.StopReceived, steptrace.KillSent, steptrace.TaskExited,
 		steptrace.PostrunStarted, steptrace.Unpublished, steptrace.ReleaseAnswered, stepFreed}
 )

@@ -76,8 +76,18 @@ const (
 	// ClaimSent and ClaimAnswered bracket the CSIVolume.Claim RPC.
 	ClaimSent     = "claim-sent"
 	ClaimAnswered = "claim-answered"
+	// MountRecorded: the CSI hook recorded that it is mounting (a write
+	// to the node-local state file).
+	MountRecorded = "mount-recorded"
+	// StageSent: csimanager recorded the staging's new user and made the
+	// staging directory, and sends NodeStageVolume (not marked when the
+	// volume is staged already or the plugin does not stage).
+	StageSent = "stage-sent"
 	// Staged: NodeStageVolume returned (or the volume was staged already).
 	Staged = "staged"
+	// PublishSent: csimanager recorded the staging as done and made the
+	// publish path's parent, and sends NodePublishVolume.
+	PublishSent = "publish-sent"
 	// Published: NodePublishVolume returned and the hook recorded it.
 	Published = "published"
 	// TaskStarted: the driver started the task.

@@ -245,6 +245,7 @@ func (v *volumeManager) mountLocked(ctx, callCtx context.Context, vol *structs.C
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
+			steptrace.Mark(allocID, steptrace.StageSent)
 			err := v.client.NodeStageVolume(callCtx, &csi.NodeStageVolumeRequest{
 				ExternalID: vol.RemoteID(), PublishContext: publishContext, StagingTargetPath: pluginStaging,
 				VolumeCapability: capability, Secrets: vol.Secrets, VolumeContext: vol.Context,
@@ -289,6 +290,7 @@ func (v *volumeManager) mountLocked(ctx, callCtx context.Context, vol *structs.C
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	steptrace.Mark(allocID, steptrace.PublishSent)
 	err = v.client.NodePublishVolume(callCtx, &csi.NodePublishVolumeRequest{
 		ExternalID: vol.RemoteID(), PublishContext: publishContext, StagingTargetPath: pluginStaging,
 		TargetPath: pluginPublish, VolumeCapability: capability, ReadOnly: usage.ReadOnly,
