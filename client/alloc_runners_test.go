@@ -113,3 +113,59 @@ func TestClient_BuildsAndUpdatesRunnersOfABatchInParallel(t *testing.T) {
 		}
 	})
 }
+
+// runSignalRunner closes ran when it starts running.
+type runSignalRunner struct {
+	allocrunner.AllocRunner
+	ran chan struct{}
+}
+
+func (r *runSignalRunner) Run() {
+	close(r.ran)
+	r.AllocRunner.Run()
+}
+
+// A runner runs as soon as it is built (its alloc persisted), not once
+// the slowest runner of its batch is: the first of a job's allocs must
+// not claim late because another's commit is slow (issue 20's K=10
+// publish). Here the second alloc's build waits for the first runner to
+// run; a client that started runners only after building all of them
+// would leave it waiting out its patience.
+func TestClient_RunsEachRunnerOfABatchOnceBuilt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newFakeServer(time.Hour)
+		host := fakedriver.NewHost()
+		cfg := testConfig(t, srv, host, t.TempDir())
+		first := testAlloc("", structs.JobTypeService, &structs.Task{Name: "t"})
+		second := testAlloc("", structs.JobTypeService, &structs.Task{Name: "t"})
+		firstRan := make(chan struct{})
+		errs := make(chan error, 1)
+		cfg.AllocRunnerFactory = func(rc *allocrunner.Config) (allocrunner.AllocRunner, error) {
+			if rc.Alloc.ID == second.ID {
+				select {
+				case <-firstRan:
+				case <-time.After(time.Second):
+					errs <- errors.New("the first alloc's runner did not run while the second's was still being built")
+				}
+			}
+			r, err := allocrunner.NewMinimal(rc)
+			if err != nil || rc.Alloc.ID != first.ID {
+				return r, err
+			}
+			return &runSignalRunner{AllocRunner: r, ran: firstRan}, nil
+		}
+		c := newTestClient(t, cfg)
+		defer c.Shutdown()
+		synctest.Wait()
+
+		first.NodeID, second.NodeID = c.NodeID(), c.NodeID()
+		srv.placeAllocs(first, second)
+		advance(time.Minute)
+		must.SliceLen(t, 2, c.AllocIDs())
+		select {
+		case err := <-errs:
+			t.Fatal(err)
+		default:
+		}
+	})
+}
