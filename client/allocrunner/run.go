@@ -11,6 +11,7 @@ import (
 	"github.com/berth-io/berth/client/allocrunner/taskrunner"
 	"github.com/berth-io/berth/client/state"
 	"github.com/berth-io/berth/helper"
+	"github.com/berth-io/berth/helper/simbug"
 	"github.com/berth-io/berth/helper/steptrace"
 	"github.com/berth-io/berth/nomad/structs"
 )
@@ -237,7 +238,7 @@ func (r *Runner) updateLoop() {
 				}
 			}
 		}
-		if a.DesiredStatus == structs.AllocDesiredStatusRun {
+		if a.DesiredStatus == structs.AllocDesiredStatusRun || simbug.On(simbug.IgnoreStop) {
 			continue
 		}
 		r.stopCancel()

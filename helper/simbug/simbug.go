@@ -39,7 +39,13 @@ const (
 	// node that holds no claim. A slow plugin call exposes it. Breaks
 	// guarantee 1 (check 4, and check 1 once another node publishes).
 	UnfencedVolumeCall Bug = "unfenced-volume-call"
+	// IgnoreStop: the client's alloc runner takes a stopped version of
+	// its alloc from the servers but neither cancels its setup nor kills
+	// its tasks (a stop lost on the client's side), so the tasks run on
+	// for an alloc the servers hold stopped, with the client up, and the
+	// alloc's volumes are never released. Breaks check 8 (then 3 and 5).
+	IgnoreStop Bug = "ignore-stop"
 )
 
 // All lists every known bug.
-var All = []Bug{FreeOnStop, IgnoreCapability, SkipControllerUnpublish, FreeOnNodeDown, UnfencedVolumeCall}
+var All = []Bug{FreeOnStop, IgnoreCapability, SkipControllerUnpublish, FreeOnNodeDown, UnfencedVolumeCall, IgnoreStop}

@@ -4,7 +4,9 @@ package sim
 
 import (
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/berth-io/berth/helper/simbug"
 )
@@ -29,6 +31,10 @@ var bugBudgets = map[simbug.Bug]uint64{
 	// can afford; TestSimFindsUnfencedVolumeCallWithASlowPublish runs the
 	// schedule written for it.
 	simbug.UnfencedVolumeCall: 0,
+	// Random schedules find it at once (seed 1 of 1-4), but each that
+	// does waits FreeBound before it is judged, 22 s in all; a schedule
+	// written for it (TestSimFindsIgnoreStopWithAStoppedJob) takes 4 s.
+	simbug.IgnoreStop: 0,
 }
 
 // TestSimFindsArmedBugs arms each known bug of helper/simbug in turn and
@@ -43,6 +49,7 @@ func TestSimFindsArmedBugs(t *testing.T) {
 		simbug.SkipControllerUnpublish: {CheckMounts, CheckWriters},
 		simbug.FreeOnNodeDown:          {CheckWriters},
 		simbug.UnfencedVolumeCall:      {CheckMounts, CheckWriters},
+		simbug.IgnoreStop:              {CheckStopped},
 	}
 	for _, b := range simbug.All {
 		t.Run(string(b), func(t *testing.T) {
@@ -96,4 +103,20 @@ func TestSimFindsUnfencedVolumeCallWithASlowPublish(t *testing.T) {
 	if !slices.ContainsFunc(vs, func(v Violation) bool { return v.Check == CheckMounts || v.Check == CheckWriters }) {
 		t.Errorf("armed %s, the slow publish's schedule reports %v, want a check 4 or check 1 violation", simbug.UnfencedVolumeCall, vs)
 	}
+}
+
+// TestSimFindsIgnoreStopWithAStoppedJob: the schedule of
+// TestRegression_StoppedJobLeavesNoTask, which has no violation, has a
+// check 8 one naming the job's task once the client ignores the servers'
+// stop. The end state is judged after 3 s instead of FreeBound: a task
+// the client never kills runs however long one waits.
+func TestSimFindsIgnoreStopWithAStoppedJob(t *testing.T) {
+	defer simbug.Arm(simbug.IgnoreStop)()
+	vs, _ := runWith(t, stoppedJob(), runOpts{bound: 3 * time.Second})
+	if !slices.ContainsFunc(vs, func(v Violation) bool {
+		return v.Check == CheckStopped && strings.Contains(v.Msg, "still run on n0")
+	}) {
+		t.Errorf("armed %s, the stopped job's schedule reports %v, want a check 8 violation", simbug.IgnoreStop, vs)
+	}
+	t.Logf("armed %s: %v", simbug.IgnoreStop, vs)
 }

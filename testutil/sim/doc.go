@@ -26,6 +26,7 @@
 //	  leader's state also flags a claim freed while its tasks run
 //	  (claims freed with a recorded ReleaseReason — detach -force, a
 //	  disconnect deadline — and volumes force-detached are excused)
+//	7 no RPC the plugin's Profile does not advertise
 //
 // and after healing, within FreeBound of running time,
 //
@@ -38,6 +39,9 @@
 //	5 a job no other job competes with, and no blocked claim holds, runs
 //	6 no panic: a panic in any server or client goroutine kills the test
 //	  binary, which fails the run
+//	8 no task runs for an alloc the servers hold stopped on a node whose
+//	  client is up (a stop the client lost: its claims then stay taken,
+//	  which 3 and 5 see only as a claim not freed and allocs pending)
 //
 // Time is real, with every timer of the claim protocol shortened
 // (serverConfig, startClient): servers and clients talk over loopback TCP

@@ -359,3 +359,29 @@ func TestRegression_StoppedReservationDetachedATakenVolume(t *testing.T) {
 		t.Errorf("nothing was published: %+v", st)
 	}
 }
+
+// stoppedJob runs a job on a single-writer volume and stops it: the
+// plainest stop the servers send a client that is up.
+func stoppedJob() *Schedule {
+	return &Schedule{Seed: 0, Nodes: 1, Servers: 1, Profile: Profile{StageUnstage: true},
+		Volumes: []Volume{{ID: "v0", Mode: structs.CSIVolumeAccessModeSingleNodeWriter}},
+		Ops: []Op{
+			{Kind: OpRunJob, Job: 0, Vol: 0},
+			{Kind: OpWait, Wait: 500 * time.Millisecond},
+			{Kind: OpStopJob, Job: 0},
+			{Kind: OpWait, Wait: 200 * time.Millisecond},
+		}}
+}
+
+// TestRegression_StoppedJobLeavesNoTask: a stopped job's tasks are killed
+// and its claim freed (bugs_test.go shows check 8 fails once the client
+// ignores the stop).
+func TestRegression_StoppedJobLeavesNoTask(t *testing.T) {
+	vs, st := RunStats(t, stoppedJob())
+	if len(vs) > 0 {
+		t.Errorf("violations:\n%v", vs)
+	}
+	if st.Publishes == 0 || st.Unpublishes == 0 {
+		t.Errorf("the job's volume was never published and unpublished: %+v", st)
+	}
+}

@@ -29,6 +29,7 @@ const (
 	CheckRuns        Check = 5 // every alloc that can run eventually runs
 	CheckHarnessStep Check = 6 // the cluster could not be started or reached (harness)
 	CheckProtocol    Check = 7 // no RPC the plugin's capabilities do not allow
+	CheckStopped     Check = 8 // no task runs for an alloc the servers stopped, on a node whose client is up, after healing
 )
 
 // Violation is one broken guarantee.

@@ -286,3 +286,46 @@ func TestWitness_UnpublishByTheWrongVolumeID(t *testing.T) {
 	unpub("v")
 	must.Eq(t, []Check{CheckProtocol}, checks(w.Violations()))
 }
+
+// TestStoppedCheck: check 8 flags exactly a task still running for an
+// alloc the servers stopped on a node whose client is up, naming the
+// alloc, the task and the node; a killed or cut-off client, an alloc
+// still wanted, one its client reported terminal (check 4's) and a
+// stopped alloc whose tasks all exited are not its business.
+func TestStoppedCheck(t *testing.T) {
+	alloc := func(id, node, desired, client string) *structs.Allocation {
+		return &structs.Allocation{ID: id, NodeID: node, DesiredStatus: desired, DesiredDescription: "alloc not needed",
+			ClientStatus: client}
+	}
+	const (
+		up   = "node-up-0000000000000000000000000000"
+		down = "node-down-00000000000000000000000000"
+	)
+	allocs := []*structs.Allocation{
+		alloc("leaked-000", up, structs.AllocDesiredStatusStop, structs.AllocClientStatusRunning),
+		alloc("evicted-00", up, structs.AllocDesiredStatusEvict, structs.AllocClientStatusRunning),
+		alloc("on-down-00", down, structs.AllocDesiredStatusStop, structs.AllocClientStatusRunning),
+		alloc("wanted-000", up, structs.AllocDesiredStatusRun, structs.AllocClientStatusRunning),
+		alloc("complete-0", up, structs.AllocDesiredStatusStop, structs.AllocClientStatusComplete),
+		alloc("exited-000", up, structs.AllocDesiredStatusStop, structs.AllocClientStatusRunning),
+	}
+	clientUp := func(id string) (string, bool) {
+		if id == up {
+			return "n0", true
+		}
+		return "n1", false
+	}
+	running := func(a string) []string {
+		if a == "exited-000" {
+			return nil
+		}
+		return []string{a + "/web"}
+	}
+	vs := stoppedCheck(allocs, clientUp, running)
+	must.Eq(t, []Check{CheckStopped, CheckStopped}, checks(vs))
+	for i, want := range []string{"leaked-000", "evicted-00"} {
+		for _, part := range []string{"alloc " + want, want + "/web", "still run on n0"} {
+			must.StrContains(t, vs[i].Msg, part)
+		}
+	}
+}
