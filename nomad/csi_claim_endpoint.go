@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/go-memdb"
 	metrics "github.com/hashicorp/go-metrics"
+	"github.com/hashicorp/raft"
 
 	"github.com/berth-io/berth/helper/groupcommit"
 	"github.com/berth-io/berth/nomad/claims"
@@ -104,51 +105,92 @@ func (s *Server) writeClaims(updates ...*structs.CSIVolumeClaimUpdate) (uint64, 
 
 // Bounds of one group commit of claim writes: a claim update encodes to
 // well under 4 KB, so an entry stays far below maxEntrySize.
+// claimCommitsInFlight entries may be in Raft at once: the leader appends
+// and replicates each as it comes (one fsync for all it holds), so the
+// writes queued behind an entry need not wait for it to commit and apply
+// before they go out (under load, an entry waited seconds in Raft behind
+// plans and alloc updates, and every claim meanwhile waited with it).
 const (
-	maxClaimGroups  = 512
-	maxClaimUpdates = 2048
+	maxClaimGroups       = 512
+	maxClaimUpdates      = 2048
+	claimCommitsInFlight = 4
 )
 
 func newClaimWrites(s *Server) *groupcommit.Batcher[[]*structs.CSIVolumeClaimUpdate] {
-	return groupcommit.New(s.commitClaimGroups,
+	return groupcommit.NewPipelined(s.submitClaimGroups,
 		func(u []*structs.CSIVolumeClaimUpdate) int { return len(u) },
-		groupcommit.Limits{MaxRequests: maxClaimGroups, MaxWeight: maxClaimUpdates})
+		groupcommit.Limits{MaxRequests: maxClaimGroups, MaxWeight: maxClaimUpdates},
+		claimCommitsInFlight)
 }
 
-// commitClaimGroups commits the claim writes of one or more callers as
-// one Raft entry. A lone write keeps the single-write message type, which
-// servers of every version apply.
-func (s *Server) commitClaimGroups(groups [][]*structs.CSIVolumeClaimUpdate) []groupcommit.Result {
-	out := make([]groupcommit.Result, len(groups))
+// submitClaimGroups submits the claim writes of one or more callers as
+// one Raft entry and returns the wait for its commit. A lone write keeps
+// the single-write message type, which servers of every version apply.
+// The Batcher submits entries one at a time in its queue's order, so Raft
+// orders them as their writers arrived; each write is still checked by
+// the FSM against the state its entry applies to, whatever is in flight.
+func (s *Server) submitClaimGroups(groups [][]*structs.CSIVolumeClaimUpdate) func() []groupcommit.Result {
 	start := time.Now()
-	defer metrics.MeasureSince([]string{"csi", "claim", "commit"}, start)
 	metrics.AddSample([]string{"csi", "claim", "commit_groups"}, float32(len(groups)))
 	ts := start.UnixNano()
+	var wait func() (any, uint64, error)
 	if len(groups) == 1 {
-		_, index, err := s.raftApply(structs.CSIVolumeClaimRequestType, &structs.CSIVolumeClaimBatchRequest{
+		wait = s.raftSubmit(structs.CSIVolumeClaimRequestType, &structs.CSIVolumeClaimBatchRequest{
 			Claims: groups[0], Timestamp: ts,
 		})
-		out[0] = groupcommit.Result{Index: index, Err: err}
+	} else {
+		req := &structs.CSIVolumeClaimGroupsRequest{Groups: make([]structs.CSIVolumeClaimGroup, len(groups)), Timestamp: ts}
+		for i, g := range groups {
+			req.Groups[i].Claims = g
+		}
+		wait = s.raftSubmit(structs.CSIVolumeClaimGroupsRequestType, req)
+	}
+	return func() []groupcommit.Result {
+		defer metrics.MeasureSince([]string{"csi", "claim", "commit"}, start)
+		resp, index, err := wait()
+		out := make([]groupcommit.Result, len(groups))
+		if len(groups) == 1 {
+			out[0] = groupcommit.Result{Index: index, Err: err}
+			return out
+		}
+		errs, ok := resp.([]error)
+		if err == nil && (!ok || len(errs) != len(groups)) {
+			err = structs.NewError(structs.CodeInternal, "raft apply: a group commit of %d claim writes was answered with %T", len(groups), resp)
+		}
+		for i := range out {
+			out[i].Index = index
+			if err != nil {
+				out[i].Err = err
+			} else {
+				out[i].Err = errs[i]
+			}
+		}
 		return out
 	}
-	req := &structs.CSIVolumeClaimGroupsRequest{Groups: make([]structs.CSIVolumeClaimGroup, len(groups)), Timestamp: ts}
-	for i, g := range groups {
-		req.Groups[i].Claims = g
+}
+
+// raftSubmit is raftApply in two halves: it hands the entry to Raft and
+// returns at once with the wait for its commit and apply, which answers
+// as raftApply does. Entries submitted one after the other are in the log
+// in that order.
+func (s *Server) raftSubmit(t structs.MessageType, msg any) func() (any, uint64, error) {
+	buf, err := encodeEntry(t, msg)
+	if err != nil {
+		return func() (any, uint64, error) { return nil, 0, err }
 	}
-	resp, index, err := s.raftApply(structs.CSIVolumeClaimGroupsRequestType, req)
-	errs, ok := resp.([]error)
-	if err == nil && (!ok || len(errs) != len(groups)) {
-		err = structs.NewError(structs.CodeInternal, "raft apply: a group commit of %d claim writes was answered with %T", len(groups), resp)
-	}
-	for i := range out {
-		out[i].Index = index
-		if err != nil {
-			out[i].Err = err
-		} else {
-			out[i].Err = errs[i]
+	f := s.raft.Apply(buf, s.config.RaftTimeout)
+	return func() (any, uint64, error) {
+		if err := f.Error(); err != nil {
+			if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+				return nil, 0, structs.NewError(structs.CodeNoLeader, "raft apply: %v", err)
+			}
+			return nil, 0, fmt.Errorf("raft apply: %w", err)
 		}
+		if err, ok := f.Response().(error); ok {
+			return nil, f.Index(), err
+		}
+		return f.Response(), f.Index(), nil
 	}
-	return out
 }
 
 // claimNamespace is the request's namespace, which must name one.

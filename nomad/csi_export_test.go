@@ -24,7 +24,7 @@ func (s *Server) ReconcileVolumeForTest(ns, id string) error {
 // CommitClaimGroupsForTest commits groups of claim writes as the claim
 // group commit does, one group per caller.
 func (s *Server) CommitClaimGroupsForTest(groups [][]*structs.CSIVolumeClaimUpdate) []groupcommit.Result {
-	return s.commitClaimGroups(groups)
+	return s.submitClaimGroups(groups)()
 }
 
 // WriteClaimsForTest writes claim transitions through the group commit.
