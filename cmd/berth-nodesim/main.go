@@ -26,10 +26,14 @@ import (
 	_ "net/http/pprof" // -pprof
 	"os"
 	"os/signal"
+	"path/filepath"
+	"runtime/debug"
 	"runtime/pprof"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/berth-io/berth/plugins/csi"
 )
 
 func main() {
@@ -45,6 +49,8 @@ func main() {
 	flag.DurationVar(&o.settle, "settle", 0, "how long to watch heartbeats once every node is up (default: 1.5 heartbeat TTLs)")
 	flag.IntVar(&o.startConcurrency, "start-concurrency", 32, "nodes started at once")
 	flag.StringVar(&o.logLevel, "log-level", "off", "log level of the clients and server")
+	flag.IntVar(&o.gogc, "gogc", 0, "this process's GOGC (garbage collection target percent; 0: as the environment says, Go's default 100); the table shows it")
+	flag.StringVar(&o.clientDir, "client-dir", "", "where the simulated nodes' data dirs go (empty: the temporary dir); e.g. /dev/shm, so that the clients' mkdirs of staging and publish paths cost a tmpfs's, not a disk filesystem's")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run (server and nodes) to this file")
 	pprofAddr := flag.String("pprof", "", "serve net/http/pprof on this loopback address (e.g. 127.0.0.1:6060), to see where a phase waits")
 	flag.Parse()
@@ -85,6 +91,9 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if o.gogc != 0 {
+		debug.SetGCPercent(o.gogc)
+	}
 	res, cleanup, err := run(ctx, &o)
 	res.print(os.Stdout, &o)
 	cleanupCtx, cancelCleanup := context.WithTimeout(context.Background(), time.Minute)
@@ -106,6 +115,8 @@ type options struct {
 	state            string
 	timeout, settle  time.Duration
 	startConcurrency int
+	gogc             int
+	clientDir        string
 	logLevel         string
 	logger           hclog.Logger
 	progress         hclog.Logger
@@ -128,6 +139,19 @@ func (o *options) validate() error {
 		}
 	} else if o.pid != 0 {
 		errs = append(errs, errors.New("-pid only goes with -address (the in-process server's RSS is this process's)"))
+	}
+	if o.gogc < -1 {
+		errs = append(errs, fmt.Errorf("-gogc %d: want a percent, or -1 to turn the collector off", o.gogc))
+	}
+	if o.clientDir != "" {
+		// Each node's plugin socket path, checked by the client even when
+		// the plugin is served in memory, must fit in sun_path.
+		sock := filepath.Join(o.clientDir, "nodesim0123456789", "sim-00000", "csi.sock")
+		if fi, err := os.Stat(o.clientDir); err != nil || !fi.IsDir() {
+			errs = append(errs, fmt.Errorf("-client-dir %q: want an existing directory", o.clientDir))
+		} else if len(sock) > csi.MaxSocketPathLen {
+			errs = append(errs, fmt.Errorf("-client-dir %q: the nodes' plugin socket paths under it (%s) would be over %d bytes; pick a shorter dir", o.clientDir, sock, csi.MaxSocketPathLen))
+		}
 	}
 	if o.startConcurrency < 1 {
 		o.startConcurrency = 1

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,14 +24,23 @@ func TestRun_SmallClusterClaimsPublishesAndFrees(t *testing.T) {
 }
 
 func testSmallCluster(t *testing.T, pluginSocket bool) {
+	// Not t.TempDir(): a plugin's socket path (even one served in
+	// memory, which the client checks all the same) must fit in 108 bytes.
+	clientDir, err := os.MkdirTemp("", "ns")
+	must.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(clientDir) })
 	o := &options{nodes: 3, allocs: 6, state: "mem", settle: 100 * time.Millisecond, raftMem: true, pluginSocket: pluginSocket,
-		startConcurrency: 3, logger: hclog.NewNullLogger(), progress: hclog.NewNullLogger()}
+		clientDir: clientDir, startConcurrency: 3, logger: hclog.NewNullLogger(), progress: hclog.NewNullLogger()}
 	must.NoError(t, o.validate())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	res, cleanup, err := run(ctx, o)
 	defer cleanup(context.Background())
 	must.NoError(t, err)
+	// The nodes' dirs went under -client-dir.
+	nodeDirs, err := filepath.Glob(filepath.Join(clientDir, "nodesim*", "sim-*"))
+	must.NoError(t, err)
+	must.Len(t, 3, nodeDirs)
 	must.Eq(t, 3, res.nodesReady)
 	must.Eq(t, 3, res.pluginHealthy)
 	must.Eq(t, 3, res.nodesReadyAfterSettle)
@@ -48,6 +59,9 @@ func testSmallCluster(t *testing.T, pluginSocket bool) {
 	must.StrContains(t, out.String(), "volumes claimed and published")
 	must.True(t, strings.Contains(out.String(), "6 in"), must.Sprint(out.String()))
 	must.StrContains(t, out.String(), "raft entries while releasing")
+	must.Positive(t, res.claimCPU)
+	must.StrContains(t, out.String(), "CPU while placing and claiming, this process")
+	must.StrContains(t, out.String(), " gogc=")
 }
 
 func TestValidate_RefusesARemoteAddress(t *testing.T) {
@@ -58,4 +72,30 @@ func TestValidate_RefusesARemoteAddress(t *testing.T) {
 	err = o.validate()
 	must.ErrorContains(t, err, "-nodes 0")
 	must.ErrorContains(t, err, "-client-state \"disk\"")
+	o = &options{nodes: 1, state: "mem", gogc: -2, clientDir: filepath.Join(t.TempDir(), "missing")}
+	err = o.validate()
+	must.ErrorContains(t, err, "-gogc -2")
+	must.ErrorContains(t, err, "-client-dir")
+	o = &options{nodes: 1, state: "mem", clientDir: t.TempDir() + "/" + strings.Repeat("x", 100)}
+	must.NoError(t, os.Mkdir(o.clientDir, 0o700))
+	must.ErrorContains(t, o.validate(), "pick a shorter dir")
+}
+
+// readCPU reads this process's CPU time, which grows as it works, and
+// says 0 for no process.
+func TestReadCPU(t *testing.T) {
+	before := readCPU(os.Getpid())
+	must.Positive(t, before+1) // read at all: not an error path
+	deadline := time.Now().Add(30 * time.Second)
+	x := 0
+	for readCPU(os.Getpid()) <= before {
+		for i := range 1_000_000 {
+			x += i
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("CPU time stayed at %s after 30 s of work", before)
+		}
+	}
+	must.Eq(t, 0, readCPU(0))
+	_ = x
 }

@@ -42,6 +42,9 @@ type result struct {
 	claimEntries, releaseEntries uint64
 	// The same by kind ("plans 5, alloc updates 9,000, claims 310").
 	claimEntryKinds, releaseEntryKinds string
+	// CPU time used while the allocs were placed and claimed: this
+	// process's (in-process: the server's too), and the server's with -pid.
+	claimCPU, claimServerCPU time.Duration
 	// Where the claim phase's time went on the server (in-process).
 	claimTrace []sampleRow
 }
@@ -67,6 +70,13 @@ func simulate(ctx context.Context, o *options, res *result, deferred func(func(c
 		return res, err
 	}
 	deferred(func(context.Context) { os.RemoveAll(dir) })
+	nodeDir := dir
+	if o.clientDir != "" {
+		if nodeDir, err = os.MkdirTemp(o.clientDir, "nodesim"); err != nil {
+			return res, fmt.Errorf("-client-dir: %w", err)
+		}
+		deferred(func(context.Context) { os.RemoveAll(nodeDir) })
+	}
 
 	var rpc client.RPCer
 	newRPC := func() client.RPCer { return newRemote(o.address) }
@@ -116,7 +126,7 @@ func simulate(ctx context.Context, o *options, res *result, deferred func(func(c
 	// Nodes.
 	pubs := newPublishes()
 	start := time.Now()
-	nodes, err := startNodes(ctx, o, dir, newRPC, pubs)
+	nodes, err := startNodes(ctx, o, nodeDir, newRPC, pubs)
 	deferred(func(ctx context.Context) { stopNodes(ctx, nodes) })
 	res.nodesStarted = len(nodes)
 	if err != nil {
@@ -193,6 +203,8 @@ func simulate(ctx context.Context, o *options, res *result, deferred func(func(c
 	// The job: every alloc claims its own volume.
 	job := simJob(o.allocs)
 	startIndex, startEntries := raftIndex(), entries()
+	startCPU := readCPU(os.Getpid())
+	startServerCPU := readCPU(o.pid)
 	sink.reset()
 	start = time.Now()
 	if err := retry(ctx, func() error {
@@ -226,6 +238,10 @@ func simulate(ctx context.Context, o *options, res *result, deferred func(func(c
 		return res, err
 	}
 	sample("claims")
+	res.claimCPU = readCPU(os.Getpid()) - startCPU
+	if o.pid != 0 {
+		res.claimServerCPU = readCPU(o.pid) - startServerCPU
+	}
 	if startIndex > 0 {
 		res.claimEntries = raftIndex() - startIndex
 		_, res.claimEntryKinds = entries().since(startEntries)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -18,7 +19,7 @@ func (r *result) print(out io.Writer, o *options) {
 	if o.address != "" {
 		server = o.address
 	}
-	fmt.Fprintf(w, "berth-nodesim\tnodes=%d allocs=%d server=%s client-state=%s raft=%s\n", o.nodes, o.allocs, server, o.state, raftMode(o))
+	fmt.Fprintf(w, "berth-nodesim\tnodes=%d allocs=%d server=%s client-state=%s raft=%s gogc=%d\n", o.nodes, o.allocs, server, o.state, raftMode(o), gcPercent())
 	fmt.Fprintf(w, "nodes started\t%d in %s\n", r.nodesStarted, round(r.startTime))
 	fmt.Fprintf(w, "nodes ready / plugin healthy\t%d / %d\n", r.nodesReady, r.pluginHealthy)
 	if r.settle > 0 {
@@ -49,6 +50,12 @@ func (r *result) print(out io.Writer, o *options) {
 	}
 	if r.claimEntries > 0 {
 		fmt.Fprintf(w, "raft entries while placing and claiming\t%d (%.2f per alloc: %s)\n", r.claimEntries, float64(r.claimEntries)/float64(o.allocs), r.claimEntryKinds)
+	}
+	if r.claimCPU > 0 && r.published > 0 {
+		fmt.Fprintf(w, "CPU while placing and claiming, this process\t%s (%s per claimed alloc)\n", round(r.claimCPU), round(r.claimCPU/time.Duration(r.published)))
+	}
+	if r.claimServerCPU > 0 && r.published > 0 {
+		fmt.Fprintf(w, "CPU while placing and claiming, server (pid %d)\t%s (%s per claimed alloc)\n", o.pid, round(r.claimServerCPU), round(r.claimServerCPU/time.Duration(r.published)))
 	}
 	for _, t := range r.claimTrace {
 		fmt.Fprintf(w, "  while claiming: %s\t%s\n", t.name, t)
@@ -122,4 +129,41 @@ func readRSS(pid int) int64 {
 		}
 	}
 	return 0
+}
+
+// gcPercent is this process's GOGC as the runtime has it (-gogc, else the
+// environment's, else 100; -1 is off).
+func gcPercent() int {
+	p := debug.SetGCPercent(100)
+	debug.SetGCPercent(p)
+	return p
+}
+
+// readCPU is a process's user and system CPU time so far, or 0 (no such
+// process, pid 0).
+func readCPU(pid int) time.Duration {
+	if pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name, field 2, is in parentheses and may hold spaces:
+	// count the fields after its closing one. utime and stime are
+	// fields 14 and 15, in clock ticks (USER_HZ, 100 on Linux).
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return time.Duration(utime+stime) * (time.Second / 100)
 }
