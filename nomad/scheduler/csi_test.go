@@ -207,6 +207,38 @@ func TestCSI_TopologyIsMatchedBySegments(t *testing.T) {
 	must.False(t, v.Topologies[0].AccessibleFrom(&structs.CSITopology{Segments: map[string]string{"region": "a"}}))
 }
 
+// TestCSI_SingleNodeReaderIsClaimedOnce: single-node-reader-only is one
+// claim in total, so a second reader is filtered on every node, the
+// holder's node included. CSI says SINGLE_NODE_READER_ONLY "can only be
+// published once as readonly on a single node", and unlike the writer
+// modes (SINGLE_NODE_SINGLE_WRITER / _MULTI_WRITER) it has no variant for
+// several workloads on one node; Nomad grants it one reader too. Seeds
+// 3864 and 7383 reported this as a job starved on the holder's node; the
+// holder was a live job whose stop the servers had refused (the
+// simulator's TestRunsCheck_ARefusedStopLeavesTheJobLive).
+func TestCSI_SingleNodeReaderIsClaimedOnce(t *testing.T) {
+	h := newHarness(t)
+	for i := range 2 {
+		h.upsertNode(csiNode(i, plugin, 0, nil))
+	}
+	vol := testVolume("cfg", plugin)
+	vol.RequestedCapabilities = []*structs.CSIVolumeCapability{
+		{AccessMode: structs.CSIVolumeAccessModeSingleNodeReader, AttachmentMode: structs.CSIVolumeAttachmentModeFilesystem}}
+	h.upsertVolume(vol)
+
+	a := h.upsertJob(withVolume(testJob("a", 1), "cfg", false, structs.CSIVolumeAccessModeSingleNodeReader))
+	must.Nil(t, h.process(testEval(a, structs.EvalTriggerJobRegister)).FailedTGAllocs)
+	placed := h.live(a)
+	must.SliceLen(t, 1, placed)
+
+	b := h.upsertJob(withVolume(testJob("b", 1), "cfg", false, structs.CSIVolumeAccessModeSingleNodeReader))
+	evalB := h.process(testEval(b, structs.EvalTriggerJobRegister))
+	must.SliceEmpty(t, h.live(b))
+	want := fmt.Sprintf(`volume "cfg": single-node-reader-only already claimed by alloc %s on node %s (reserved, waiting for the alloc to start)`,
+		placed[0].ID[:8], placed[0].NodeID[:8])
+	must.Eq(t, map[string]int{want: 2}, evalB.FailedTGAllocs["web"].ConstraintFiltered)
+}
+
 func TestCSI_MultiNodeReaderSharesVolume(t *testing.T) {
 	h := newHarness(t)
 	for i := range 3 {

@@ -261,7 +261,7 @@ func (v *CSIVolume) ClaimConflict(allocID, nodeID string, mode CSIVolumeClaimMod
 		blocked := false
 		switch access {
 		case CSIVolumeAccessModeSingleNodeWriter, CSIVolumeAccessModeSingleNodeSingleWriter, CSIVolumeAccessModeSingleNodeReader:
-			blocked = true // one claim in total
+			blocked = true // one claim in total (CSI: "published once", even readers)
 		case CSIVolumeAccessModeSingleNodeMultiWriter:
 			blocked = c.NodeID != nodeID
 		case CSIVolumeAccessModeMultiNodeSingleWriter:

@@ -2,11 +2,15 @@ package sim
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc/codes"
 
+	"github.com/berth-io/berth/nomad/state"
 	"github.com/berth-io/berth/nomad/structs"
 )
 
@@ -383,5 +387,87 @@ func TestRegression_StoppedJobLeavesNoTask(t *testing.T) {
 	}
 	if st.Publishes == 0 || st.Unpublishes == 0 {
 		t.Errorf("the job's volume was never published and unpublished: %+v", st)
+	}
+}
+
+// TestRunsCheck_ARefusedStopLeavesTheJobLive is the rule behind seeds
+// 3864 and 7383's check-5 reports (three servers): a job on a
+// single-node-reader-only volume was stopped while the leader was cut
+// off, the servers refused the stop ("leadership lost while committing")
+// and its alloc kept running with the volume's one claim, so the next
+// job on the volume was filtered on every node — rightly: CSI's
+// SINGLE_NODE_READER_ONLY is published once, and the servers grant it
+// one claim. The checker counted the refused stop as done and judged the
+// second job uncontended. The checker was wrong, not the servers: a
+// refused stop now counts only when the servers applied it anyway.
+func TestRunsCheck_ARefusedStopLeavesTheJobLive(t *testing.T) {
+	vol := Volume{ID: "v1", Mode: structs.CSIVolumeAccessModeSingleNodeReader}
+	refused := fmt.Errorf("deregistering job %q: raft apply: leadership lost while committing log", "j1")
+	for _, tc := range []struct {
+		name string
+		// applied: the servers stopped j1 although its caller was told
+		// they did not.
+		applied bool
+		stopErr error
+		want    bool // check 5 reports j4
+	}{
+		{name: "stop refused and not applied: j1 still holds the volume", stopErr: refused},
+		{name: "stop refused but applied: j4 is uncontended", applied: true, stopErr: refused, want: true},
+		{name: "stop accepted: j4 is uncontended", applied: true, want: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := state.NewStateStore(hclog.NewNullLogger())
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := &runner{c: &simCluster{t: t, sched: &Schedule{Nodes: 2, Volumes: []Volume{vol}}}, jobs: map[int]*jobInfo{}}
+			run1 := Op{Kind: OpRunJob, Job: 1, Vol: 0, ReadOnly: true}
+			run4 := Op{Kind: OpRunJob, Job: 4, Vol: 0, ReadOnly: true}
+			j1 := r.job(run1)
+			j1.Stop = tc.applied
+			for i, j := range []*structs.Job{j1, r.job(run4)} {
+				if err := st.UpsertJob(uint64(10+i), j); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r.jobs[1] = &jobInfo{op: run1, registered: true, stopped: true, stopErr: tc.stopErr}
+			r.jobs[4] = &jobInfo{op: run4, registered: true}
+			vs := r.runsCheck(st, map[string]bool{})
+			got := slices.ContainsFunc(vs, func(v Violation) bool {
+				return v.Check == CheckRuns && strings.Contains(v.Msg, "job j4 ")
+			})
+			if got != tc.want {
+				t.Errorf("check 5 reports j4: %t, want %t (violations %v)", got, tc.want, vs)
+			}
+			// j1 is judged only when it is live and uncontended: never here.
+			if slices.ContainsFunc(vs, func(v Violation) bool { return strings.Contains(v.Msg, "job j1 ") }) {
+				t.Errorf("j1 judged: %v", vs)
+			}
+		})
+	}
+}
+
+// TestRegression_StopRefusedDuringAFailover is seed 3864 as the simulator
+// minimized it (7383 is the same shape): j1's stop is sent while the
+// leader is cut off. Whether the servers refuse it depends on timing;
+// either way nothing may be reported — a refused stop leaves j1 holding
+// the single-node-reader-only volume, an accepted one must let j4 run.
+// TestRunsCheck_ARefusedStopLeavesTheJobLive holds the rule every time.
+func TestRegression_StopRefusedDuringAFailover(t *testing.T) {
+	s := &Schedule{Seed: 3864, Nodes: 2, Servers: 3, Profile: Profile{Controller: true, PublishUnpublish: true},
+		DisconnectDeadline: 4 * time.Second,
+		Volumes: []Volume{
+			{ID: "v0", Mode: structs.CSIVolumeAccessModeSingleNodeReader},
+			{ID: "v1", Mode: structs.CSIVolumeAccessModeSingleNodeReader},
+		},
+		Ops: []Op{
+			{Kind: OpRunJob, Job: 1, Vol: 1, ReadOnly: true},
+			{Kind: FaultCutServer, Node: -1, Wait: 955 * time.Millisecond},
+			{Kind: OpPurgeJob, Job: 1},
+			{Kind: OpIneligible, Node: 1},
+			{Kind: OpRunJob, Job: 4, Vol: 1, ReadOnly: true},
+		}}
+	if vs := Run(t, s); len(vs) > 0 {
+		t.Errorf("violations:\n%v", vs)
 	}
 }

@@ -109,6 +109,9 @@ type jobInfo struct {
 	stopped    bool
 	registered bool
 	regErr     error
+	// stopErr is why the servers refused the stop (no leader, leadership
+	// lost while committing): the job may then still be live.
+	stopErr error
 }
 
 type runner struct {
@@ -185,8 +188,11 @@ func (r *runner) do(o Op) {
 			return
 		}
 		j.stopped = true
-		_ = c.rpc("Job.Deregister", &structs.JobDeregisterRequest{JobID: jobID(o.Job), Purge: o.Kind == OpPurgeJob,
+		j.stopErr = c.rpc("Job.Deregister", &structs.JobDeregisterRequest{JobID: jobID(o.Job), Purge: o.Kind == OpPurgeJob,
 			WriteRequest: structs.WriteRequest{Namespace: structs.DefaultNamespace}}, &structs.JobDeregisterResponse{})
+		if j.stopErr != nil {
+			r.c.t.Logf("job %s not deregistered: %v", jobID(o.Job), j.stopErr)
+		}
 	case OpDrain:
 		_ = c.rpc("Node.UpdateDrain", &structs.NodeUpdateDrainRequest{NodeID: c.nodes[o.Node].id,
 			DrainStrategy: &structs.DrainStrategy{Deadline: time.Second}}, &structs.NodeUpdateResponse{})
@@ -664,17 +670,32 @@ func (r *runner) published(node, vol, alloc string) bool {
 // runsCheck is check 5: a job that is not stopped, whose volume no other
 // job that is not stopped uses (contention may legitimately starve one),
 // and that no claim needing an operator blocks, runs: a service job all
-// its allocs, a batch job has run (complete or running).
+// its allocs, a batch job has run (complete or running). A job whose stop
+// the servers refused counts as stopped only if they applied it anyway,
+// as a refused register counts only if applied.
 func (r *runner) runsCheck(st *state.StateStore, blocked map[string]bool) []Violation {
 	var out []Violation
+	// A stop the servers refused leaves the job live unless they applied
+	// it anyway: seeds 3864 and 7383 (three servers) stopped a job while
+	// the leader was cut off ("leadership lost while committing"), its
+	// alloc kept its single-node-reader-only claim, and the next job on
+	// the volume was reported as starved by nothing.
+	stopped := map[int]bool{}
+	for i, j := range r.jobs {
+		stopped[i] = j.stopped
+		if j.stopped && j.stopErr != nil {
+			job, err := st.JobByID(nil, structs.DefaultNamespace, jobID(i))
+			stopped[i] = err == nil && (job == nil || job.Stop)
+		}
+	}
 	users := map[int]int{}
-	for _, j := range r.jobs {
-		if !j.stopped {
+	for i, j := range r.jobs {
+		if !stopped[i] {
 			users[j.op.Vol]++
 		}
 	}
 	for i, j := range r.jobs {
-		if j.stopped || users[j.op.Vol] > 1 {
+		if stopped[i] || users[j.op.Vol] > 1 {
 			continue
 		}
 		// A register refused with an error (no leader, leadership lost
@@ -743,7 +764,8 @@ func (r *runner) runsCheck(st *state.StateStore, blocked map[string]bool) []Viol
 				nodes = append(nodes, fmt.Sprintf("plugin: %d/%d nodes healthy", p.NodesHealthy, p.NodesExpected))
 			}
 			out = append(out, Violation{Check: CheckRuns, Msg: fmt.Sprintf(
-				"job %s (volume %s, %s) does not run: %d of %d allocs running; allocs %v; nodes %v; evals %v", jobID(i), v.ID, v.Mode, running, want, states, nodes, evals)})
+				"job %s (volume %s, %s) does not run: %d of %d allocs running; allocs %v; nodes %v; claims %v; evals %v",
+				jobID(i), v.ID, v.Mode, running, want, states, nodes, claimHolders(st, v), evals)})
 		}
 	}
 	return out
@@ -762,4 +784,31 @@ func lastEvents(a *structs.Allocation) string {
 		}
 	}
 	return fmt.Sprintf("[alloc %s on %s: %s]", a.ID[:8], a.NodeID[:8], strings.Join(evs, "; "))
+}
+
+// claimHolders describes the live claims on v's volumes and the allocs
+// that hold them (job, desired and client status), for check 5's message:
+// a job starved by a claim is told apart from one nothing blocks.
+func claimHolders(st *state.StateStore, v Volume) []string {
+	var out []string
+	for _, id := range volumeIDs(v) {
+		vol, err := st.CSIVolumeByID(nil, structs.DefaultNamespace, id)
+		if err != nil || vol == nil {
+			continue
+		}
+		for _, c := range vol.LiveClaims() {
+			holder := "alloc gone"
+			if a, err := st.AllocByID(nil, c.AllocID); err == nil && a != nil {
+				holder = fmt.Sprintf("job %s %s/%s", a.JobID, a.DesiredStatus, a.ClientStatus)
+				switch j, err := st.JobByID(nil, a.Namespace, a.JobID); {
+				case err == nil && j == nil:
+					holder += ", job purged"
+				case err == nil && j.Stop:
+					holder += ", job stopped"
+				}
+			}
+			out = append(out, fmt.Sprintf("%s:%s/%s %s [%s]", id, c.AllocID[:8], c.NodeID[:8], c.Step, holder))
+		}
+	}
+	return out
 }
