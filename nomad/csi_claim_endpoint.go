@@ -11,7 +11,6 @@ import (
 
 	"github.com/hashicorp/go-memdb"
 	metrics "github.com/hashicorp/go-metrics"
-	"github.com/hashicorp/raft"
 
 	"github.com/berth-io/berth/helper/groupcommit"
 	"github.com/berth-io/berth/nomad/claims"
@@ -179,18 +178,7 @@ func (s *Server) raftSubmit(t structs.MessageType, msg any) func() (any, uint64,
 		return func() (any, uint64, error) { return nil, 0, err }
 	}
 	f := s.raft.Apply(buf, s.config.RaftTimeout)
-	return func() (any, uint64, error) {
-		if err := f.Error(); err != nil {
-			if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
-				return nil, 0, structs.NewError(structs.CodeNoLeader, "raft apply: %v", err)
-			}
-			return nil, 0, fmt.Errorf("raft apply: %w", err)
-		}
-		if err, ok := f.Response().(error); ok {
-			return nil, f.Index(), err
-		}
-		return f.Response(), f.Index(), nil
-	}
+	return func() (any, uint64, error) { return s.applied(f) }
 }
 
 // claimNamespace is the request's namespace, which must name one.

@@ -181,7 +181,11 @@ func (s *Server) raftApply(t structs.MessageType, msg any) (any, uint64, error) 
 	if err != nil {
 		return nil, 0, err
 	}
-	f := s.raft.Apply(buf, s.config.RaftTimeout)
+	return s.applied(s.raft.Apply(buf, s.config.RaftTimeout))
+}
+
+// applied waits for f (raftWait) and answers as raftApply does.
+func (s *Server) applied(f raft.ApplyFuture) (any, uint64, error) {
 	if err := s.raftWait(f); err != nil {
 		// A server shutting down is, to its caller, one that is not the
 		// leader: the call is retried against the next one.
@@ -204,7 +208,8 @@ func (s *Server) raftApply(t structs.MessageType, msg any) (any, uint64, error) 
 // forever. A call waiting on one held Shutdown's wait for in-flight RPCs
 // forever: the simulator's seed 2793 hung 60+ min in a leader restart,
 // a GetClientAllocs in waitCaughtUp's barrier. If raft dropped the future,
-// the goroutine left waiting on it is all that is lost.
+// the goroutine left waiting on it is all that is lost. Every wait on an
+// Apply or Barrier future goes through it (raftApply, raftSubmit's applied).
 func (s *Server) raftWait(f raft.Future) error {
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()
