@@ -512,9 +512,18 @@ func (r *runner) endState() []Violation {
 				continue
 			}
 			if !live {
+				// What the alloc's client was doing: seed 2875's message
+				// could not tell a task still running from a release not
+				// done, which TasksExited, the driver's running tasks and
+				// the last task events do.
+				client := "alloc gone"
+				if a != nil {
+					client = fmt.Sprintf("desired %s, client %s, tasks exited %t, tasks running %v %s",
+						a.DesiredStatus, a.ClientStatus, a.TasksExited, r.w.Running(a.ID), lastEvents(a))
+				}
 				out = append(out, Violation{Check: CheckFreed, Msg: fmt.Sprintf(
-					"claim of terminal alloc %s on volume %s not freed: step %s, attempts %d, last error %q",
-					cl.AllocID, v.ID, cl.Step, cl.Attempts, cl.LastError)})
+					"claim of terminal alloc %s on volume %s not freed: step %s, attempts %d, last error %q; %s",
+					cl.AllocID, v.ID, cl.Step, cl.Attempts, cl.LastError, client)})
 				continue
 			}
 			claimed[nodeName[cl.NodeID]+"/"+v.ExternalID+"/"+cl.AllocID] = true

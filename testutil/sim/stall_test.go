@@ -159,4 +159,12 @@ func TestSettle_ReportsAClaimLeftUnfreed(t *testing.T) {
 	}) {
 		t.Fatalf("a claim left un-freed past the bound: want a check 3 violation, got %v", vs)
 	}
+	// The message tells a release that hangs (no task runs, the client
+	// has not finished releasing) from a task left running (check 8's,
+	// seed 2875).
+	if !slices.ContainsFunc(vs, func(v Violation) bool {
+		return v.Check == CheckFreed && strings.Contains(v.Msg, "tasks exited false, tasks running []")
+	}) {
+		t.Fatalf("want the check 3 violation to say no task runs and the release is not done, got %v", vs)
+	}
 }
