@@ -386,7 +386,25 @@ func (h *csiHook) setupVolume(ctx context.Context, name string) (*shared.CSIMoun
 		return nil, err
 	}
 	steptrace.Mark(h.alloc.ID, steptrace.ClaimRecorded)
+	// The mount's directories are made while the claim is in flight
+	// (VolumeManager.PrepareMount); whatever ends the setup before
+	// MountVolume removes them again.
+	ref := csimanager.VolumeRef{Namespace: h.namespace(), ID: source}
+	prepared := make(chan struct{})
+	go func() {
+		defer close(prepared)
+		if err := vm.PrepareMount(ctx, ref, h.alloc.ID, &usage); err != nil {
+			logger.Debug("making the mount's directories ahead failed; mounting makes them", "error", err)
+		}
+	}()
 	resp, err := h.claim(ctx, name, source, pluginID, req, vm.ExternalNodeID())
+	<-prepared
+	mounting := false
+	defer func() {
+		if !mounting {
+			vm.DiscardPrepared(ref, h.alloc.ID, &usage)
+		}
+	}()
 	if err != nil {
 		return nil, err
 	}
@@ -397,6 +415,8 @@ func (h *csiHook) setupVolume(ctx context.Context, name string) (*shared.CSIMoun
 		// since an earlier alloc claimed it): claim again with the node ID
 		// that plugin knows this node by.
 		logger.Info("the volume's plugin changed; claiming it again through the new one", "old_plugin_id", pluginID, "plugin_id", vol.PluginID)
+		vm.DiscardPrepared(ref, h.alloc.ID, &usage)
+		mounting = true // nothing prepared through the new plugin
 		if vm, err = h.waitForPlugin(ctx, name, source, vol.PluginID); err != nil {
 			return nil, err
 		}
@@ -418,6 +438,8 @@ func (h *csiHook) setupVolume(ctx context.Context, name string) (*shared.CSIMoun
 	if err := h.saveVolume(name, st); err != nil {
 		return nil, err
 	}
+	// From here the release unmounts, which removes the directories.
+	mounting = true
 	steptrace.Mark(h.alloc.ID, steptrace.MountRecorded)
 	mi, err := vm.MountVolume(ctx, vol, h.alloc, &usage, resp.PublishContext)
 	if err != nil {

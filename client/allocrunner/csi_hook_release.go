@@ -188,6 +188,11 @@ func (h *csiHook) release(ctx context.Context, name string, st *csiVolumeState, 
 			return err
 		}
 		crashpoint.Hit(crashpoint.CSIUnmounted)
+	} else if vm, ok := h.cfg.Manager.NodePlugin(st.PluginID); ok {
+		// Never mounted: remove what PrepareMount made, here too for a
+		// client that crashed during the claim (the setup that failed
+		// removed it already; this is idempotent).
+		vm.DiscardPrepared(csimanager.VolumeRef{Namespace: st.Namespace, ID: st.Source}, h.alloc.ID, &st.Usage)
 	}
 	req := &structs.CSIVolumeUnpublishRequest{
 		VolumeID: st.Source, AllocationID: h.alloc.ID, NodeID: h.cfg.NodeID(),

@@ -445,6 +445,9 @@ func TestCSIHook_ClaimFinalErrorFailsTheAlloc(t *testing.T) {
 	must.Eq(t, 0, h.plugin.Calls("NodeUnpublishVolume"), must.Sprint("nothing was mounted"))
 	must.Nil(t, findEvent(taskState(t, r, "web"), EventCSIVolume, "unmounted"), must.Sprintf("events: %s", describeEvents(r.Alloc())))
 	must.NotNil(t, findEvent(taskState(t, r, "web"), EventCSIVolume, `Claim on volume "db[0]" released; it was never mounted`))
+	// The directories made during the claim (PrepareMount) are gone.
+	must.DirNotExists(t, filepath.Join(h.csiRoot, "fakeplug", "per-alloc", r.ID()))
+	must.DirNotExists(t, filepath.Join(h.csiRoot, "fakeplug", "staging", "default"))
 }
 
 func TestCSIHook_WaitsForTheNodePluginThenRuns(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -43,6 +44,18 @@ type VolumeManager interface {
 	// plugin stages now or staged it then. An error leaves enough recorded
 	// to try again.
 	UnmountVolume(ctx context.Context, vol VolumeRef, allocID string, usage *UsageOptions) error
+	// PrepareMount makes ahead of MountVolume the directories it would
+	// make: the publish path's parent and, when the plugin is known to
+	// stage, the staging path. The CSI hook calls it while the Claim RPC
+	// is in flight, so that MountVolume finds them: creating them cost
+	// ~0.7 ms of the claim path (issue 20's step trace; a mkdir on a file
+	// system whose inodes churn is 50–150 µs). Best effort: MountVolume
+	// makes whatever is missing. Call DiscardPrepared if MountVolume will
+	// not be called for the alloc after all.
+	PrepareMount(ctx context.Context, vol VolumeRef, allocID string, usage *UsageOptions) error
+	// DiscardPrepared removes what PrepareMount made, if it is still empty
+	// and unused.
+	DiscardPrepared(vol VolumeRef, allocID string, usage *UsageOptions)
 }
 
 // MountInfo is a volume published for an alloc.
@@ -302,6 +315,76 @@ func (v *volumeManager) mountLocked(ctx, callCtx context.Context, vol *structs.C
 	logger.Debug("published volume", "path", publish)
 	v.published.add(v.pluginID, vol, allocID, publish, hostStaging)
 	return info, nil
+}
+
+// discardWait bounds DiscardPrepared's wait for the volume's lock: a
+// volume busy that long is in use, and its next unstage removes an empty
+// staging path anyway.
+const discardWait = time.Second
+
+func (v *volumeManager) PrepareMount(ctx context.Context, vol VolumeRef, allocID string, usage *UsageOptions) error {
+	if err := usage.validate(); err != nil {
+		return err
+	}
+	publish, err := v.paths.PublishPath(allocID, vol.ID, usage)
+	if err != nil {
+		return err
+	}
+	// The publish path's parent is this alloc's alone: no other operation
+	// creates or removes it.
+	if err := os.MkdirAll(filepath.Dir(publish), dirMode); err != nil {
+		return fmt.Errorf("creating the parent of the publish path: %w", err)
+	}
+	// Only what the plugin said over the connection still up: asking it
+	// would put a plugin round trip beside the claim for a guess.
+	c := v.caps.Load()
+	if c == nil || !c.stages || c.conn != v.client.Connection() {
+		return nil
+	}
+	staging, err := v.paths.StagingPath(vol.Namespace, vol.ID, usage)
+	if err != nil {
+		return err
+	}
+	// Under the volume's lock: another alloc's unstage removes the
+	// staging path's empty directories under it.
+	unlock, err := v.locks.Lock(ctx, volumeLockKey(v.pluginID, vol.Namespace, vol.ID))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := os.MkdirAll(staging, dirMode); err != nil {
+		return fmt.Errorf("creating staging path: %w", err)
+	}
+	return nil
+}
+
+func (v *volumeManager) DiscardPrepared(vol VolumeRef, allocID string, usage *UsageOptions) {
+	if usage.validate() != nil {
+		return
+	}
+	if publish, err := v.paths.PublishPath(allocID, vol.ID, usage); err == nil {
+		if err := removeEmptyDirs(filepath.Dir(publish), filepath.Join(v.paths.HostDir, perAllocDirName)); err != nil {
+			v.logger.Warn("removing the alloc's empty publish directories failed", "alloc_id", allocID, "volume_id", vol.ID, "error", err)
+		}
+	}
+	staging, err := v.paths.StagingPath(vol.Namespace, vol.ID, usage)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), discardWait)
+	defer cancel()
+	unlock, err := v.locks.Lock(ctx, volumeLockKey(v.pluginID, vol.Namespace, vol.ID))
+	if err != nil {
+		return
+	}
+	defer unlock()
+	// A staging path some alloc uses (or stages) is theirs to remove.
+	if rec, err := v.usage.get(usageKey(v.pluginID, vol.Namespace, vol.ID, usage)); err != nil || len(rec.Allocs) > 0 {
+		return
+	}
+	if err := removeEmptyDirs(staging, filepath.Join(v.paths.HostDir, stagingDirName)); err != nil {
+		v.logger.Warn("removing empty staging directories failed", "volume_id", vol.ID, "error", err)
+	}
 }
 
 func (v *volumeManager) UnmountVolume(ctx context.Context, vol VolumeRef, allocID string, usage *UsageOptions) error {

@@ -288,3 +288,48 @@ func TestVolumeManager_StagesByTheCapabilityOfTheRunningPlugin(t *testing.T) {
 	must.ErrorContains(t, err, "capabilities")
 	must.Eq(t, 5, p.Calls("NodePublishVolume"))
 }
+
+// PrepareMount makes the directories MountVolume needs ahead (the CSI
+// hook calls it while the Claim RPC is in flight); DiscardPrepared removes
+// them when the mount does not follow, but never a staging path another
+// alloc uses.
+func TestVolumeManager_PreparedDirectories(t *testing.T) {
+	sock := socketPath(t)
+	p := fake.Start(t, sock)
+	db, root := state.NewMemDB(), t.TempDir()
+	h := newManagerHarness(t, db, root, nil)
+	h.register("fakeplug", dynamicplugins.PluginTypeCSINode, sock, "plugin-alloc")
+	vm := h.nodePlugin("fakeplug")
+	ctx := context.Background()
+	// A first mount: the manager now knows the plugin stages.
+	_, err := vm.MountVolume(ctx, testVolume("vol0"), alloc("warm"), rwUsage, nil)
+	must.NoError(t, err)
+
+	ref := VolumeRef{Namespace: "default", ID: "vol1", ExternalID: "ext-vol1"}
+	staging := filepath.Join(root, "fakeplug/staging/default/vol1", rwUsage.Name())
+	parentOf := func(allocID string) string { return filepath.Join(root, "fakeplug/per-alloc", allocID, "vol1") }
+	must.NoError(t, vm.PrepareMount(ctx, ref, "alloc-a", rwUsage))
+	must.DirExists(t, parentOf("alloc-a"))
+	must.DirExists(t, staging)
+
+	// alloc-b mounts what it prepared; alloc-a's claim fails and it
+	// discards: its own directories go, the staging alloc-b uses stays.
+	must.NoError(t, vm.PrepareMount(ctx, ref, "alloc-b", rwUsage))
+	b, err := vm.MountVolume(ctx, testVolume("vol1"), alloc("alloc-b"), rwUsage, nil)
+	must.NoError(t, err)
+	must.Eq(t, filepath.Join(parentOf("alloc-b"), rwUsage.Name()), b.Source)
+	vm.DiscardPrepared(ref, "alloc-a", rwUsage)
+	must.DirNotExists(t, filepath.Join(root, "fakeplug/per-alloc/alloc-a"))
+	must.DirExists(t, staging, must.Sprint("alloc-b uses the staging"))
+	must.Eq(t, 2, p.Calls("NodeStageVolume"))
+
+	must.NoError(t, vm.UnmountVolume(ctx, ref, "alloc-b", rwUsage))
+	must.DirNotExists(t, staging)
+
+	// Prepared, then discarded with nobody using the volume: all gone.
+	must.NoError(t, vm.PrepareMount(ctx, ref, "alloc-c", rwUsage))
+	must.DirExists(t, staging)
+	vm.DiscardPrepared(ref, "alloc-c", rwUsage)
+	must.DirNotExists(t, staging)
+	must.DirNotExists(t, filepath.Join(root, "fakeplug/per-alloc/alloc-c"))
+}
