@@ -115,14 +115,15 @@ func (r *Runner) runTasks() {
 // reapRestored kills the tasks that were restored running (the client
 // restarted while they ran) when prerun did not get through: they still
 // run in the driver, and marking them dead would leak them while postrun
-// releases their volumes under them (found by testutil/sim). Each is
-// reattached and killed with ev; the tasks that never ran are returned
-// for the caller to mark dead.
+// releases their volumes under them (found by testutil/sim). A task whose
+// handle was restored counts as running whatever its stored state says
+// (taskrunner.MayRun). Each is reattached and killed with ev; the tasks
+// that never ran are returned for the caller to mark dead.
 func (r *Runner) reapRestored(ev func() *structs.TaskEvent) []*taskrunner.Runner {
 	var rest []*taskrunner.Runner
 	var wg sync.WaitGroup
 	for _, tr := range r.tasks {
-		if tr.State().State != structs.TaskStateRunning {
+		if !tr.MayRun() {
 			rest = append(rest, tr)
 			continue
 		}

@@ -442,6 +442,43 @@ func TestRunner_RestoreCarriesOutAStoredStop(t *testing.T) {
 	})
 }
 
+// TestRunner_RestoreKillsATaskStoredPendingWithItsHandle: a client that
+// died after it persisted a new task's handle but before it recorded the
+// task running leaves the task running with a pending state. When the
+// restored alloc is stopped and its prerun does not get through, that task
+// must be killed like one stored running, not marked dead and left to run
+// while postrun releases its volumes.
+func TestRunner_RestoreKillsATaskStoredPendingWithItsHandle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, structs.JobTypeService, nil, &structs.Task{Name: "t"})
+		r1 := h.runner(false)
+		wait1 := run(r1)
+		synctest.Wait()
+		must.NoError(t, r1.Shutdown(context.Background()))
+		wait1()
+		must.True(t, h.host.Running(h.taskID("t")))
+		// The state as the crash left it: the handle is stored, the
+		// Started event and running state are not.
+		must.NoError(t, h.db.PutTaskState(h.alloc.ID, "t", &structs.TaskState{State: structs.TaskStatePending}))
+		h.alloc = h.alloc.Copy()
+		h.alloc.DesiredStatus = structs.AllocDesiredStatusStop
+		must.NoError(t, h.db.PutAlloc(h.alloc))
+
+		// A hook that gives up on the stopped context, as the CSI hook
+		// does before it claims.
+		r2 := h.runner(true, func(th *testHook) { th.prerunErr = context.Canceled })
+		wait2 := run(r2)
+		synctest.Wait()
+		must.False(t, h.host.Running(h.taskID("t")), must.Sprint("the restored runner left the stopped alloc's task running"))
+		must.True(t, h.updater.last().TasksExited)
+		for _, e := range h.ev.get() {
+			must.StrNotContains(t, e, "postrun-while")
+		}
+		must.NoError(t, r2.Destroy(context.Background()))
+		wait2()
+	})
+}
+
 // TestMinimal_RestoreCarriesOutAStoredStop: the same for berth-nodesim's
 // runner, whose "workload" waits for the stop.
 func TestMinimal_RestoreCarriesOutAStoredStop(t *testing.T) {

@@ -203,6 +203,17 @@ func (r *Runner) IsDead() bool {
 	return r.state.State == structs.TaskStateDead
 }
 
+// MayRun reports whether the task may be running in its driver: its
+// state says so, or the runner was restored with the handle of a task an
+// earlier client process started and Run has not re-attached to it yet.
+// A client that died after it persisted a new task's handle and before
+// it recorded the task running restores a pending state with a live task.
+func (r *Runner) MayRun() bool {
+	r.stateLock.Lock()
+	defer r.stateLock.Unlock()
+	return r.state.State == structs.TaskStateRunning || r.restoredHandle != nil
+}
+
 // WaitCh is closed once Run (or MarkDead) returned, or Shutdown ended a
 // runner whose Run never started.
 func (r *Runner) WaitCh() <-chan struct{} { return r.waitCh }
