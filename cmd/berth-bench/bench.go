@@ -150,7 +150,19 @@ func (b *bench) registerRows(ctx context.Context) []row {
 // median of each leg of its claim and stop paths to the step breakdown.
 func (b *bench) oneAllocRows(ctx context.Context) []row {
 	b.progress("one alloc, %d times: claim → published, then stop → claim freed...", b.cfg.claims)
+	meter := cpuMeter{agentPID: b.agent.cmd.Process.Pid, pluginPID: pluginPID(filepath.Join(b.dir, "hostpath"))}
+	agent0, plugin0, cpuErr := meter.sample()
 	pub, freed, runs, err := b.measureOneAlloc(ctx)
+	agent1, plugin1, cpuErr1 := meter.sample()
+	cpuErr = errors.Join(err, cpuErr, cpuErr1)
+	agentCPU := row{ID: rowCPUAgent, Name: "agent CPU per claim cycle, 1 alloc (server + client + the bench's API calls)", Kind: kindTotal, Size: 1, Err: cpuErr}
+	pluginCPU := row{ID: rowCPUPlugin, Name: "plugin CPU per claim cycle, 1 alloc", Kind: kindTotal, Size: 1, Err: cpuErr}
+	if cpuErr == nil && meter.pluginPID == 0 {
+		pluginCPU.Err = errors.New("the plugin process was not found")
+	}
+	if n := time.Duration(len(runs)); n > 0 {
+		agentCPU.Total, pluginCPU.Total = (agent1-agent0)/n, (plugin1-plugin0)/n
+	}
 	var exitFreed []time.Duration
 	exitErr := err
 	if err == nil {
@@ -171,6 +183,7 @@ func (b *bench) oneAllocRows(ctx context.Context) []row {
 		samplesRow(rowClaimOne, "claim → NodePublish done, 1 alloc", kindLatency, 1, pub, b.fixed, err),
 		samplesRow(rowStopOne, "stop → claim freed, 1 alloc", kindLatency, 1, freed, b.fixed, err),
 		samplesRow(rowExitFreedOne, "task exited → claim freed, 1 alloc", kindLatency, 1, exitFreed, 0, exitErr),
+		agentCPU, pluginCPU,
 	}
 }
 

@@ -19,10 +19,12 @@ const (
 	rowFloorWAL      = "floor_raft_wal"
 	rowFloorGRPC     = "floor_grpc"
 	rowFloorMount    = "floor_bind_mount"
+	rowCPUAgent      = "cpu_claim_cycle_agent"
+	rowCPUPlugin     = "cpu_claim_cycle_plugin"
 )
 
 var rowOrder = []string{
-	rowRegister, rowRegisterTotal, rowRegisterBatch, rowList, rowClaimOne, rowStopOne, rowExitFreedOne, rowClaimMany, rowStopMany,
+	rowRegister, rowRegisterTotal, rowRegisterBatch, rowList, rowClaimOne, rowStopOne, rowExitFreedOne, rowCPUAgent, rowCPUPlugin, rowClaimMany, rowStopMany,
 	rowJobRunning, rowFailover, rowClientRestart,
 	rowFloorWAL, rowFloorGRPC, rowFloorMount,
 }
