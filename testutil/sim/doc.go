@@ -22,6 +22,8 @@
 // the mock driver's running tasks, and checks as calls arrive
 //
 //	1 publications at once ≤ what the access mode allows, across nodes
+//	  (a node the controller detached the volume from does not count,
+//	  whatever lands there, until the volume is attached to it again)
 //	2 no NodeUnpublish while a task of its alloc runs; a poller of the
 //	  leader's state also flags a claim freed while its tasks run
 //	  (claims freed with a recorded ReleaseReason — detach -force, a

@@ -69,6 +69,7 @@ type Witness struct {
 	pubs       map[string]Pub                         // by node + target path
 	mounts     map[string]bool                        // staging and target paths in place
 	attached   map[string]time.Time                   // controller-published (last ControllerPublish): external volume ID + "\x00" + external node ID
+	fenced     map[string]bool                        // controller-unpublished since the last ControllerPublish: same key
 	violations []Violation
 	stats      Stats
 	lastVolRPC time.Time // the last volume RPC (publish, stage, ...) any plugin saw
@@ -79,7 +80,7 @@ type Witness struct {
 func NewWitness(modes map[string]structs.CSIVolumeAccessMode) *Witness {
 	return &Witness{
 		Running: func(a string) []string { return mock.Running(a + "/") },
-		modes:   modes, excused: map[string]string{}, pubs: map[string]Pub{}, mounts: map[string]bool{}, attached: map[string]time.Time{},
+		modes:   modes, excused: map[string]string{}, pubs: map[string]Pub{}, mounts: map[string]bool{}, attached: map[string]time.Time{}, fenced: map[string]bool{},
 	}
 }
 
@@ -125,6 +126,7 @@ func (w *Witness) attach(vol, node string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.attached[vol+"\x00"+node] = time.Now()
+	delete(w.fenced, vol+"\x00"+node)
 	if _, ok := w.excused[vol]; ok || !w.modes[vol].SingleNode() {
 		return
 	}
@@ -150,6 +152,7 @@ func (w *Witness) detach(vol, extNode string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.attached, vol+"\x00"+extNode)
+	w.fenced[vol+"\x00"+extNode] = true
 	for k, p := range w.pubs {
 		if p.Vol == vol && extNodeID(p.Node) == extNode {
 			delete(w.pubs, k)
@@ -320,6 +323,15 @@ func (w *Witness) published(node string, req *csipb.NodePublishVolumeRequest) {
 	var who []string
 	for _, o := range w.pubs {
 		if o.Vol != p.Vol {
+			continue
+		}
+		if w.fenced[o.Vol+"\x00"+extNodeID(o.Node)] {
+			// The controller detached the volume from that node (the
+			// servers fenced it) and has not attached it again: a
+			// publish that lands there afterwards — one in flight when
+			// the node was fenced, as after a stall of seed 2875's
+			// process — has no device to write to. It still counts as a
+			// mount to clean up (check 4).
 			continue
 		}
 		nodes[o.Node] = true

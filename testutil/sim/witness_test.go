@@ -9,6 +9,7 @@ import (
 	"github.com/shoenig/test/must"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/berth-io/berth/nomad/claims"
 	"github.com/berth-io/berth/nomad/structs"
@@ -151,6 +152,35 @@ func TestWitness_ControllerDetachFences(t *testing.T) {
 	must.SliceEmpty(t, w.Pubs())
 	publish(w, "n1", "v", "a2", false)
 	must.SliceEmpty(t, w.Violations())
+}
+
+// TestWitness_PublishLandingOnAFencedNode: a NodePublish in flight when
+// the controller detached the volume from its node (the servers fencing a
+// node that went down) lands after the volume was attached and published
+// elsewhere (seed 2875 with its process stopped 4 s: 2 of 4 runs). The
+// fenced node has no device to write through, so it is no second writer;
+// once the controller attaches the volume there again, it counts again.
+func TestWitness_PublishLandingOnAFencedNode(t *testing.T) {
+	w := NewWitness(map[string]structs.CSIVolumeAccessMode{"v": structs.CSIVolumeAccessModeMultiNodeSingleWriter})
+	w.Profile = Profile{Controller: true, PublishUnpublish: true}
+	ctrl := func(method, node string) {
+		var req proto.Message = &csipb.ControllerPublishVolumeRequest{VolumeId: "v", NodeId: extNodeID(node)}
+		if method == "ControllerUnpublishVolume" {
+			req = &csipb.ControllerUnpublishVolumeRequest{VolumeId: "v", NodeId: extNodeID(node)}
+		}
+		w.Observer("n0")(fake.Call{Method: method, Req: req, Done: true})
+	}
+	ctrl("ControllerPublishVolume", "n1")
+	ctrl("ControllerUnpublishVolume", "n1") // the fence
+	ctrl("ControllerPublishVolume", "n0")
+	publish(w, "n0", "v", "a2", false)
+	publish(w, "n1", "v", "a1", false) // the publish that was in flight
+	must.SliceEmpty(t, w.Violations())
+	must.Len(t, 2, w.Pubs(), must.Sprint("the fenced node's mount is still one to clean up"))
+
+	ctrl("ControllerPublishVolume", "n1") // attached again: n1 can write
+	publish(w, "n1", "v", "a3", false)
+	must.Eq(t, []Check{CheckWriters}, checks(w.Violations()))
 }
 
 // TestShrink keeps exactly the ops a failure needs.
