@@ -124,6 +124,8 @@ func (c *AgentCommand) Run(args []string) int {
 		cfg.DevPlugin = dp
 	}
 
+	// Before the server starts: restoring a snapshot is its biggest burst.
+	gc := agent.ApplyGCPolicy(cfg)
 	a, err := agent.NewAgent(cfg, c.ui.Err)
 	if err != nil {
 		c.ui.Error("Error starting agent: %v", err)
@@ -142,6 +144,7 @@ func (c *AgentCommand) Run(args []string) int {
 	if srv := a.Server(); srv != nil {
 		c.ui.Output("    RPC:      %s", srv.RPCAddr())
 		c.ui.Output("    Data dir: %s", orNone(cfg.DataDir, "<in memory>"))
+		c.ui.Output("    GC:       %s", gc)
 	}
 	if root := a.DevPluginRoot(); root != "" {
 		c.ui.Output("    CSI:      plugin %q (monolith) as job %q; volumes under %s",
