@@ -466,3 +466,27 @@ func TestCSIVolume_RegisterThroughAFollower(t *testing.T) {
 	must.Nil(t, got.Secrets)
 	must.True(t, strings.HasPrefix(got.Provider, "org.example"))
 }
+
+// TestCSIVolume_RegisterHandedOverIsNotCopied: volumes handed over (the
+// HTTP handler's) are filled in and committed as they are; the caller's
+// own are copied first (TestCSIVolume_RegisterAndGet: untouched).
+func TestCSIVolume_RegisterHandedOverIsNotCopied(t *testing.T) {
+	s := cluster.NewServer(t, nil)
+	registerPluginNode(t, s, 1, "hostpath")
+
+	vol := testVolume("vol-1", "hostpath")
+	req := &structs.CSIVolumeRegisterRequest{Volumes: []*structs.CSIVolume{vol}}
+	req.HandOverVolumes()
+	var reply structs.CSIVolumeRegisterResponse
+	must.NoError(t, s.RPC("CSIVolume.Register", req, &reply))
+	must.Eq(t, structs.DefaultNamespace, vol.Namespace) // filled in place: no copy
+	must.NotEq(t, "", vol.Provider)
+	must.Eq(t, vol.Provider, getVolume(t, s, "", "vol-1").Provider)
+
+	// The flag is never encoded: a request decoded off the wire copies.
+	buf, err := msgpack.Encode(structs.CSIVolumeRegisterRequestType, req)
+	must.NoError(t, err)
+	var decoded structs.CSIVolumeRegisterRequest
+	must.NoError(t, msgpack.Decode(buf[1:], &decoded))
+	must.False(t, decoded.VolumesHandedOver())
+}

@@ -233,7 +233,9 @@ func (s *HTTPServer) csiVolumesWrite(w http.ResponseWriter, r *http.Request, id,
 	for _, v := range body.Volumes {
 		vols = append(vols, apiVolumeToStructs(v))
 	}
-	var args any = &structs.CSIVolumeRegisterRequest{Volumes: vols, WriteRequest: wr}
+	reg := &structs.CSIVolumeRegisterRequest{Volumes: vols, WriteRequest: wr}
+	reg.HandOverVolumes() // built above for this call alone
+	var args any = reg
 	if method == "CSIVolume.Create" {
 		args = &structs.CSIVolumeCreateRequest{Volumes: vols, WriteRequest: wr}
 	}

@@ -508,7 +508,20 @@ type CSIVolumeRegisterRequest struct {
 	// Timestamp is stamped by the leader.
 	Timestamp int64
 	WriteRequest
+
+	// handedOver: see HandOverVolumes. Unexported, so never encoded:
+	// it holds only for a call in the same process.
+	handedOver bool
 }
+
+// HandOverVolumes tells an in-process Register that the caller will not
+// touch Volumes again (the HTTP handler, which built them from the
+// request body), so the endpoint may fill them in and commit them as
+// they are instead of copying each first.
+func (r *CSIVolumeRegisterRequest) HandOverVolumes() { r.handedOver = true }
+
+// VolumesHandedOver reports whether HandOverVolumes was called.
+func (r *CSIVolumeRegisterRequest) VolumesHandedOver() bool { return r.handedOver }
 
 // CSIVolumeRegisterResponse is the reply to register.
 type CSIVolumeRegisterResponse struct {
