@@ -36,3 +36,11 @@ func (s *Server) WriteClaimsForTest(updates ...*structs.CSIVolumeClaimUpdate) (u
 // wraps it to model a call whose answer the server lost (the session
 // broke under it) while the client may still run it.
 var ErrMayStillRunForTest = errMayStillRun
+
+// HandOffPendingForTest is how many proposed messages the FSM's hand-off
+// still holds.
+func (s *Server) HandOffPendingForTest() int {
+	s.fsm.decoded.mu.Lock()
+	defer s.fsm.decoded.mu.Unlock()
+	return len(s.fsm.decoded.m)
+}

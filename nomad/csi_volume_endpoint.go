@@ -133,7 +133,9 @@ func (v *CSIVolumeEndpoint) Register(args *structs.CSIVolumeRegisterRequest, rep
 	}
 	reply.Warnings = strings.Join(warnings, "\n")
 	args.Namespace, args.Volumes, args.Timestamp = ns, vols, now
-	_, index, err := v.srv.raftApply(structs.CSIVolumeRegisterRequestType, args)
+	// vols are this call's own (copies, or volumes handed over), so the
+	// leader's FSM may store them without decoding the entry.
+	_, index, err := v.srv.raftApplyHandOff(structs.CSIVolumeRegisterRequestType, args)
 	if err != nil {
 		return fmt.Errorf("registering volumes: %w", err)
 	}

@@ -490,3 +490,26 @@ func TestCSIVolume_RegisterHandedOverIsNotCopied(t *testing.T) {
 	must.NoError(t, msgpack.Decode(buf[1:], &decoded))
 	must.False(t, decoded.VolumesHandedOver())
 }
+
+// TestHandOff_LeaderStoresProposedMessage: a register through the
+// leader stores the endpoint's volume itself instead of decoding its own
+// entry (TestHandOff_RegisterRoundTripsEqual: what followers decode is
+// equal), and the hand-off keeps nothing once the write is done.
+func TestHandOff_LeaderStoresProposedMessage(t *testing.T) {
+	s := cluster.NewServer(t, nil)
+	registerPluginNode(t, s, 1, "hostpath")
+	vol := testVolume("vol-1", "hostpath")
+	req := &structs.CSIVolumeRegisterRequest{Volumes: []*structs.CSIVolume{vol}}
+	req.HandOverVolumes()
+	var reply structs.CSIVolumeRegisterResponse
+	must.NoError(t, s.RPC("CSIVolume.Register", req, &reply))
+	stored, err := s.State().CSIVolumeByID(nil, structs.DefaultNamespace, "vol-1")
+	must.NoError(t, err)
+	must.True(t, stored == vol, must.Sprint("the leader decoded its own entry"))
+	must.Eq(t, 0, s.HandOffPendingForTest())
+
+	// A refused register leaves nothing behind either.
+	bad := &structs.CSIVolumeRegisterRequest{Volumes: []*structs.CSIVolume{testVolume("vol-2", "nope")}}
+	must.Error(t, s.RPC("CSIVolume.Register", bad, &reply))
+	must.Eq(t, 0, s.HandOffPendingForTest())
+}

@@ -50,6 +50,46 @@ type FSM struct {
 	// cleared), so a benchmark can say which writes an entry count is
 	// made of.
 	applied [256]atomic.Uint64
+
+	// decoded holds, on the leader, the messages of entries this server
+	// proposed, so applying them skips decoding what it just encoded
+	// (see handOff).
+	decoded handOff
+}
+
+// handOff passes a message from raftApply to the FSM on the same server:
+// Raft hands the leader's FSM the very entry bytes given to Apply, so
+// the first byte of an entry's body is its key. Only for message types
+// whose encode → decode gives back an equal value (TestHandOff_*), so a
+// leader stores exactly what its followers decode; and only a message
+// nothing else touches once proposed. A register of 1,000 volumes spent
+// a tenth of its CPU decoding its own entry.
+type handOff struct {
+	mu sync.Mutex
+	m  map[*byte]any
+}
+
+func (h *handOff) put(body []byte, msg any) {
+	h.mu.Lock()
+	if h.m == nil {
+		h.m = map[*byte]any{}
+	}
+	h.m[&body[0]] = msg
+	h.mu.Unlock()
+}
+
+// take removes and returns the message of an entry body, if it was put.
+func (h *handOff) take(body []byte) (any, bool) {
+	if len(body) == 0 {
+		return nil, false
+	}
+	h.mu.Lock()
+	msg, ok := h.m[&body[0]]
+	if ok {
+		delete(h.m, &body[0])
+	}
+	h.mu.Unlock()
+	return msg, ok
 }
 
 // Applied is how many entries of type t this FSM has applied (skipped
@@ -351,6 +391,11 @@ func (f *FSM) applyAllocDelete(buf []byte, index uint64) error {
 }
 
 func (f *FSM) applyCSIVolumeRegister(buf []byte, index uint64) error {
+	if msg, ok := f.decoded.take(buf); ok {
+		if req, ok := msg.(*structs.CSIVolumeRegisterRequest); ok {
+			return f.State().UpsertCSIVolumesOwned(index, req.Volumes)
+		}
+	}
 	var req structs.CSIVolumeRegisterRequest
 	if err := decodeRequest(buf, &req); err != nil {
 		return err

@@ -184,6 +184,26 @@ func (s *Server) raftApply(t structs.MessageType, msg any) (any, uint64, error) 
 	return s.applied(s.raft.Apply(buf, s.config.RaftTimeout))
 }
 
+// raftApplyHandOff is raftApply for a message the FSM may store as it is
+// instead of decoding the entry (handOff): the caller made every object
+// in it for this write alone (none is stored, none shared with anyone
+// else) and only reads it once applied. The FSM fills in what it owns
+// (indexes, claims) on those very objects, so a message holding a stored
+// object would change the store outside a transaction. Only the FSM
+// cases that take the hand-off use it (applyCSIVolumeRegister).
+func (s *Server) raftApplyHandOff(t structs.MessageType, msg any) (any, uint64, error) {
+	buf, err := encodeEntry(t, msg)
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(buf) > 1 {
+		// Taken back here if Raft never applies it on this server.
+		s.fsm.decoded.put(buf[1:], msg)
+		defer s.fsm.decoded.take(buf[1:])
+	}
+	return s.applied(s.raft.Apply(buf, s.config.RaftTimeout))
+}
+
 // applied waits for f (raftWait) and answers as raftApply does.
 func (s *Server) applied(f raft.ApplyFuture) (any, uint64, error) {
 	if err := s.raftWait(f); err != nil {
