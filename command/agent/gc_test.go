@@ -42,7 +42,7 @@ func TestGCPolicy_ServerDefault(t *testing.T) {
 	must.Eq(t, int64(4<<30), rt.limit)
 	must.Eq(t, serverGCPercent, p.GCPercent)
 	must.Eq(t, int64(4<<30), p.MemoryLimit)
-	must.StrContains(t, p.String(), "GOGC=400, memory limit 4096 MiB")
+	must.StrContains(t, p.String(), "GOGC=200, memory limit 4096 MiB")
 }
 
 func TestGCPolicy_OperatorEnvironmentWins(t *testing.T) {
