@@ -88,6 +88,12 @@ type stubDecoder struct {
 	b []byte
 	s string
 	i int
+	// own makes every string value a copy instead of a slice of s: for
+	// a result that outlives the body (the agent's servers store the
+	// volumes of a register request as they were decoded, and a slice
+	// would keep the whole body alive, ~800 bytes per volume). Keys
+	// are never copied: they are matched, not kept.
+	own bool
 }
 
 func (d *stubDecoder) ws() {
@@ -228,7 +234,7 @@ func (d *stubDecoder) field(s *CSIVolumeListStub, key string) error {
 // them, leaving d at the value.
 func (d *stubDecoder) key() (string, error) {
 	d.ws()
-	k, err := d.str()
+	k, err := d.rawStr()
 	if err != nil {
 		return "", err
 	}
@@ -260,9 +266,20 @@ func strAs[T ~string](d *stubDecoder) (T, error) {
 	return T(s), err
 }
 
-// str reads a string. One without escapes, control characters or invalid
-// UTF-8 is taken as it is; others are unquoted by encoding/json.
+// str reads a string value: rawStr's, copied when the decoder owns its
+// strings.
 func (d *stubDecoder) str() (string, error) {
+	s, err := d.rawStr()
+	if d.own && err == nil {
+		s = strings.Clone(s)
+	}
+	return s, err
+}
+
+// rawStr reads a string. One without escapes, control characters or
+// invalid UTF-8 is taken as it is (a slice of the body); others are
+// unquoted by encoding/json.
+func (d *stubDecoder) rawStr() (string, error) {
 	if !d.byte('"') {
 		return "", errSlowPath
 	}

@@ -12,7 +12,7 @@ import (
 // request bodies with it; see decodeVolumes for why.
 func DecodeCSIVolumeRegisterRequest(body []byte, out *CSIVolumeRegisterRequest) error {
 	var fresh CSIVolumeRegisterRequest
-	if decodeVolumes(body, &fresh.Volumes, nil) {
+	if decodeVolumes(body, &fresh.Volumes, nil, true) {
 		*out = fresh
 		return nil
 	}
@@ -25,7 +25,7 @@ type volumesResponse struct{ out *CSIVolumeRegisterResponse }
 
 func (r volumesResponse) decodeJSON(body []byte) error {
 	var fresh CSIVolumeRegisterResponse
-	if decodeVolumes(body, &fresh.Volumes, &fresh.Warnings) {
+	if decodeVolumes(body, &fresh.Volumes, &fresh.Warnings, false) {
 		*r.out = fresh
 		return nil
 	}
@@ -44,8 +44,14 @@ func (r volumesResponse) decodeJSON(body []byte) error {
 // would (a key matching a field only without case, a key given twice, a
 // number that is not a plain integer, invalid JSON) sends the whole body
 // to encoding/json, so the result, or the error, is always encoding/json's.
-func decodeVolumes(body []byte, vols *[]*CSIVolume, warnings *string) (ok bool) {
-	d := stubDecoder{b: body, s: string(body)}
+// With own, no string of the result shares the body's memory (see
+// stubDecoder.own): a request body's volumes are kept by the servers.
+func decodeVolumes(body []byte, vols *[]*CSIVolume, warnings *string, own bool) (ok bool) {
+	return (&stubDecoder{b: body, s: string(body), own: own}).volumesBody(vols, warnings)
+}
+
+// volumesBody is decodeVolumes on the decoder of its body.
+func (d *stubDecoder) volumesBody(vols *[]*CSIVolume, warnings *string) (ok bool) {
 	d.ws()
 	if !d.byte('{') {
 		return false

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/shoenig/test/must"
 )
@@ -100,7 +101,7 @@ func TestDecodeVolumes_DecodesAsEncodingJSON(t *testing.T) {
 	for _, b := range [][]byte{req, resp, indented} {
 		var out []*CSIVolume
 		var w string
-		must.True(t, decodeVolumes(b, &out, &w), must.Sprintf("fell back to encoding/json on %.200s", b))
+		must.True(t, decodeVolumes(b, &out, &w, false), must.Sprintf("fell back to encoding/json on %.200s", b))
 		must.Eq(t, vols[:len(out)], out)
 	}
 }
@@ -171,4 +172,75 @@ func BenchmarkDecodeVolumes1000(b *testing.B) {
 			}
 		}
 	})
+}
+
+// stringsInside lists the strings reachable from v whose bytes lie in
+// mem (a string that is a slice of it).
+func stringsInside(v reflect.Value, mem string, path string, out *[]string) {
+	switch v.Kind() {
+	case reflect.String:
+		s := v.String()
+		if len(s) == 0 || len(mem) == 0 {
+			return
+		}
+		p, lo := uintptr(unsafe.Pointer(unsafe.StringData(s))), uintptr(unsafe.Pointer(unsafe.StringData(mem)))
+		if p >= lo && p < lo+uintptr(len(mem)) {
+			*out = append(*out, path+"="+s)
+		}
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			stringsInside(v.Elem(), mem, path, out)
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				stringsInside(v.Field(i), mem, path+"."+v.Type().Field(i).Name, out)
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		for i := range v.Len() {
+			stringsInside(v.Index(i), mem, path, out)
+		}
+	case reflect.Map:
+		for it := v.MapRange(); it.Next(); {
+			stringsInside(it.Key(), mem, path+"[key]", out)
+			stringsInside(it.Value(), mem, path+"[value]", out)
+		}
+	}
+}
+
+// TestDecodeCSIVolumeRegisterRequest_KeepsNoSliceOfTheBody: the agent's
+// servers store a register's volumes as decoded, so none of their strings
+// may be a slice of the body (which would keep all of it alive); the
+// answer's decoder, whose result is short-lived, may and does share.
+func TestDecodeCSIVolumeRegisterRequest_KeepsNoSliceOfTheBody(t *testing.T) {
+	vol := &CSIVolume{ID: "vol-1", Name: "name", ExternalID: "ext", Namespace: "ns", PluginID: "hostpath",
+		CloneID: "c", SnapshotID: "s", Provider: "p", ProviderVersion: "1",
+		AccessMode: CSIVolumeAccessModeSingleNodeWriter, AttachmentMode: CSIVolumeAttachmentModeFilesystem,
+		RequestedCapabilities: []*CSIVolumeCapability{{AccessMode: CSIVolumeAccessModeSingleNodeWriter, AttachmentMode: CSIVolumeAttachmentModeFilesystem}},
+		MountOptions:          &CSIMountOptions{FSType: "ext4", MountFlags: []string{"ro", "noatime"}},
+		Secrets:               CSISecrets{"token": "secret"}, Parameters: map[string]string{"tier": "gold"},
+		Context: map[string]string{"zone": "a"}, MutableParameters: map[string]string{"iops": "100"},
+		Topologies: []*CSITopology{{Segments: map[string]string{"rack": "r1"}}},
+	}
+	body, err := json.Marshal(CSIVolumeRegisterRequest{Volumes: []*CSIVolume{vol}})
+	must.NoError(t, err)
+
+	var req CSIVolumeRegisterRequest
+	must.NoError(t, DecodeCSIVolumeRegisterRequest(body, &req))
+	must.Eq(t, []*CSIVolume{vol}, req.Volumes)
+
+	for _, own := range []bool{true, false} {
+		d := &stubDecoder{b: body, s: string(body), own: own}
+		var vols []*CSIVolume
+		must.True(t, d.volumesBody(&vols, nil))
+		must.Eq(t, []*CSIVolume{vol}, vols)
+		var shared []string
+		stringsInside(reflect.ValueOf(vols), d.s, "volume", &shared)
+		if own {
+			must.SliceEmpty(t, shared)
+		} else {
+			must.SliceNotEmpty(t, shared) // the check sees a slice of the body
+		}
+	}
 }
