@@ -60,6 +60,9 @@ func testSmallCluster(t *testing.T, pluginSocket bool) {
 	must.True(t, strings.Contains(out.String(), "6 in"), must.Sprint(out.String()))
 	must.StrContains(t, out.String(), "raft entries while releasing")
 	must.Positive(t, res.claimCPU)
+	must.Positive(t, res.publishWindow)
+	must.Less(t, res.publishTime, res.publishWindow)
+	must.StrContains(t, out.String(), "first → last published")
 	must.StrContains(t, out.String(), "CPU while placing and claiming, this process")
 	must.StrContains(t, out.String(), " gogc=")
 }

@@ -34,9 +34,12 @@ type result struct {
 	createToPublished, claimToPublished                            []time.Duration
 	unpublished, freed                                             int
 	freeTime, unpublishTime                                        time.Duration
-	rss                                                            map[string]int64 // phase → bytes
-	rssWhose                                                       string
-	heartbeatTTL                                                   time.Duration
+	// From the first volume published to the last: the claims' own
+	// rate, without the wait for the first plan (publishTime has it).
+	publishWindow time.Duration
+	rss           map[string]int64 // phase → bytes
+	rssWhose      string
+	heartbeatTTL  time.Duration
 	// Raft entries written while the allocs were placed and claimed,
 	// and while they were released (in-process server only).
 	claimEntries, releaseEntries uint64
@@ -231,6 +234,7 @@ func simulate(ctx context.Context, o *options, res *result, deferred func(func(c
 		res.published, _ = pubs.counts()
 		if res.published >= o.allocs && res.publishTime == 0 {
 			res.publishTime = pubs.last(true).Sub(start)
+			res.publishWindow = pubs.last(true).Sub(pubs.first(true))
 		}
 		return res.placed >= o.allocs && res.published >= o.allocs, nil
 	})

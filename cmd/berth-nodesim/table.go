@@ -35,6 +35,9 @@ func (r *result) print(out io.Writer, o *options) {
 	}
 	if r.publishTime > 0 {
 		fmt.Fprintf(w, "volumes claimed and published\t%d in %s (%s)\n", r.published, round(r.publishTime), rate(r.published, r.publishTime))
+		if r.publishWindow > 0 {
+			fmt.Fprintf(w, "  first → last published\t%s (%s)\n", round(r.publishWindow), rate(r.published, r.publishWindow))
+		}
 	} else if r.published > 0 {
 		fmt.Fprintf(w, "volumes claimed and published\t%d (not all)\n", r.published)
 	}
