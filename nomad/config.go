@@ -121,6 +121,9 @@ type Config struct {
 	ControllerPublisher ControllerPublisher
 	// CSIControllerTimeout bounds one ControllerPublish/Unpublish.
 	CSIControllerTimeout time.Duration
+	// CSIClaimCommitsInFlight is how many group commits of claim writes
+	// may be in Raft at once (writeClaims); 0 or 1: one.
+	CSIClaimCommitsInFlight int
 	// CSIDisconnectDeadline is how long after a node goes down its claims
 	// may be freed without fencing, for nodes that report no
 	// DisconnectDeadline of their own. Zero (the default) assumes nothing.

@@ -49,6 +49,7 @@ func main() {
 	flag.DurationVar(&o.settle, "settle", 0, "how long to watch heartbeats once every node is up (default: 1.5 heartbeat TTLs)")
 	flag.IntVar(&o.startConcurrency, "start-concurrency", 32, "nodes started at once")
 	flag.StringVar(&o.logLevel, "log-level", "off", "log level of the clients and server")
+	flag.IntVar(&o.claimCommits, "claim-commits", 0, "in-process server: how many group commits of claim writes may be in Raft at once (0: the server's default)")
 	flag.IntVar(&o.gogc, "gogc", 0, "this process's GOGC (garbage collection target percent; 0: as the environment says, Go's default 100); the table shows it")
 	flag.StringVar(&o.clientDir, "client-dir", "", "where the simulated nodes' data dirs go (empty: the temporary dir); e.g. /dev/shm, so that the clients' mkdirs of staging and publish paths cost a tmpfs's, not a disk filesystem's")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run (server and nodes) to this file")
@@ -116,6 +117,7 @@ type options struct {
 	timeout, settle  time.Duration
 	startConcurrency int
 	gogc             int
+	claimCommits     int
 	clientDir        string
 	logLevel         string
 	logger           hclog.Logger

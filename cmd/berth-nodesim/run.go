@@ -301,6 +301,9 @@ func startServer(ctx context.Context, o *options, dir string) (*nomad.Server, er
 		c.DataDir = dir
 	}
 	c.Logger = o.logger.Named("server")
+	if o.claimCommits > 0 {
+		c.CSIClaimCommitsInFlight = o.claimCommits
+	}
 	rc := raft.DefaultConfig()
 	rc.ShutdownOnRemove = false
 	c.RaftConfig = rc
