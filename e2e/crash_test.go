@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/shoenig/test/must"
@@ -64,7 +65,7 @@ func TestE2E_ClientCrashBetweenClaimSteps(t *testing.T) {
 		}
 	}
 
-	up := []crashpoint.Point{crashpoint.CSIClaimed, crashpoint.CSIStaged, crashpoint.CSIPublished}
+	up := []crashpoint.Point{crashpoint.AllocLocal, crashpoint.CSIClaimed, crashpoint.CSIStaged, crashpoint.CSIPublished}
 	for i, p := range crashpoint.All {
 		t.Run(string(p), func(t *testing.T) {
 			onTheWayUp := slices.Contains(up, p)
@@ -79,6 +80,14 @@ func TestE2E_ClientCrashBetweenClaimSteps(t *testing.T) {
 				crashedAndRestarted(t, p)
 			}
 			alloc := c.WaitForAllocs(t, jobID, 1, api.AllocClientStatusRunning)[0]
+			if p == crashpoint.AllocLocal {
+				// The alloc was in the node-local file only, its prerun
+				// perhaps claiming: the restarted client must know it from
+				// there (and so release what it claimed), not learn it
+				// anew from the servers.
+				must.True(t, restoredAlloc(client.LogSinceStart(), alloc.ID),
+					must.Sprintf("the restarted client did not restore alloc %s:\n%s", alloc.ID, client.LogSinceStart()))
+			}
 			task := WaitForTask(t, alloc.ID, WorkloadTask)
 			paths := VolumePaths(client, "hostpath", "default", "data", alloc.ID)
 			m := volumeMounts(t, paths)
@@ -103,4 +112,15 @@ func TestE2E_ClientCrashBetweenClaimSteps(t *testing.T) {
 			noMountTwice(t)
 		})
 	}
+}
+
+// restoredAlloc reports whether a client's log says it restored allocID
+// from its state.
+func restoredAlloc(log, allocID string) bool {
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, "restored alloc") && strings.Contains(line, allocID) {
+			return true
+		}
+	}
+	return false
 }

@@ -2,6 +2,7 @@ package allocrunner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"github.com/berth-io/berth/client/allocrunner/taskrunner"
 	"github.com/berth-io/berth/client/state"
 	"github.com/berth-io/berth/helper"
+	"github.com/berth-io/berth/helper/crashpoint"
 	"github.com/berth-io/berth/helper/simbug"
 	"github.com/berth-io/berth/helper/steptrace"
 	"github.com/berth-io/berth/nomad/structs"
@@ -152,7 +154,7 @@ func (r *Runner) prerun() error {
 	hooks := r.hooks
 	dir, ok := hooks[0].(*allocDirHook)
 	if !ok {
-		return r.prerunHooks(hooks)
+		return errors.Join(r.prerunHooks(hooks), r.persistNew())
 	}
 	dirDone := make(chan error, 1)
 	go func() { dirDone <- dir.Prerun(r.stopCtx) }()
@@ -160,7 +162,22 @@ func (r *Runner) prerun() error {
 	if derr := <-dirDone; derr != nil && err == nil {
 		err = fmt.Errorf("prerun hook %q failed: %w", dir.Name(), derr)
 	}
-	return err
+	return errors.Join(err, r.persistNew())
+}
+
+// persistNew writes a new alloc to state.db (New wrote it to the
+// node-local file only), after its claims and mounts and before its
+// tasks. A failed write fails the alloc like a failed hook. A restored
+// alloc is in state.db already.
+func (r *Runner) persistNew() error {
+	if r.restored {
+		return nil
+	}
+	crashpoint.Hit(crashpoint.AllocLocal)
+	if err := r.persist(); err != nil {
+		return fmt.Errorf("persisting alloc %s: %w", r.id, err)
+	}
+	return nil
 }
 
 func (r *Runner) prerunHooks(hooks []Hook) error {

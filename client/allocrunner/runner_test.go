@@ -606,3 +606,75 @@ func TestRunner_AllocDirIsBuiltBesideTheOtherPreruns(t *testing.T) {
 		wait()
 	})
 }
+
+// gatedDB holds PutAlloc (the durable write) until the test sends its
+// result on gate; every other call goes through.
+type gatedDB struct {
+	state.DB
+	gate chan error
+}
+
+func (d *gatedDB) PutAlloc(a *structs.Allocation) error {
+	if err := <-d.gate; err != nil {
+		return err
+	}
+	return d.DB.PutAlloc(a)
+}
+
+// A new alloc's prerun (the CSI hook's claim and mounts) runs before its
+// durable write: it needs only the node-local write, which a
+// process crash keeps. The tasks wait for the durable write.
+func TestRunner_PrerunRunsBeforeTheAllocsDurableWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, structs.JobTypeService, nil, &structs.Task{Name: "t"})
+		db := &gatedDB{DB: h.db, gate: make(chan error)}
+		h.db = db
+		r := h.runner(false)
+		wait := run(r)
+		synctest.Wait()
+		must.Eq(t, []string{"a.prerun(restored=false)", "b.prerun(restored=false)"}, h.ev.get())
+		must.Eq(t, 0, h.host.Starts(h.taskID("t")), must.Sprint("a task started before its alloc was durable"))
+		allocs, err := db.GetAllocs()
+		must.NoError(t, err)
+		must.SliceEmpty(t, allocs)
+
+		db.gate <- nil
+		synctest.Wait()
+		must.Eq(t, 1, h.host.Starts(h.taskID("t")))
+		allocs, err = db.GetAllocs()
+		must.NoError(t, err)
+		must.SliceLen(t, 1, allocs)
+
+		stopped := h.alloc.Copy()
+		stopped.DesiredStatus = structs.AllocDesiredStatusStop
+		go func() { db.gate <- nil }() // the update's own write
+		r.Update(stopped)
+		synctest.Wait()
+		must.NoError(t, r.Destroy(context.Background()))
+		wait()
+	})
+}
+
+// A durable write that fails fails the alloc like a failed prerun hook:
+// no task starts, and postrun undoes what prerun did.
+func TestRunner_FailedDurableWriteFailsTheAlloc(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, structs.JobTypeService, nil, &structs.Task{Name: "t"})
+		db := &gatedDB{DB: h.db, gate: make(chan error)}
+		h.db = db
+		r := h.runner(false)
+		wait := run(r)
+		synctest.Wait()
+		db.gate <- errors.New("disk full")
+		synctest.Wait()
+		last := h.updater.last()
+		must.Eq(t, structs.AllocClientStatusFailed, last.ClientStatus)
+		ev := last.TaskStates["t"].Events[len(last.TaskStates["t"].Events)-1]
+		must.Eq(t, taskrunner.EventSetupFailure, ev.Type)
+		must.StrContains(t, ev.Message, "disk full")
+		must.Eq(t, 0, h.host.Starts(h.taskID("t")))
+		must.Eq(t, []string{"a.prerun(restored=false)", "b.prerun(restored=false)", "b.postrun", "a.postrun"}, h.ev.get())
+		must.NoError(t, r.Destroy(context.Background()))
+		wait()
+	})
+}

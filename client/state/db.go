@@ -20,6 +20,10 @@ type DB interface {
 	GetAllocs() ([]*structs.Allocation, error)
 	// PutAlloc creates or replaces an alloc (the server's view of it).
 	PutAlloc(alloc *structs.Allocation) error
+	// PutAllocLocal writes a new alloc where a process crash (not a
+	// machine crash) keeps it, without an fsync; PutAlloc must follow. A
+	// client restarted before PutAlloc finished still has the alloc.
+	PutAllocLocal(alloc *structs.Allocation) error
 	// DeleteAlloc removes an alloc with everything stored under it. It is
 	// idempotent.
 	DeleteAlloc(allocID string) error

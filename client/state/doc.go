@@ -28,8 +28,14 @@
 //     fsyncs. Without a boot ID (not Linux) the file is <stem>-local.db
 //     and synced like state.db.
 //
+// A new alloc goes to the local file first (PutAllocLocal, the whole
+// alloc) and to state.db later (PutAlloc): the alloc runner claims and
+// mounts in between, without waiting for an fsync. A process that dies in
+// between leaves the alloc in the local file only, and the next open
+// writes it to state.db, so the restarted client knows what it claimed.
+//
 // Layout of each file (the local file has only allocs/<id>/alloc as a
-// marker, and its own kv buckets):
+// marker, or the whole alloc until PutAlloc, and its own kv buckets):
 //
 //	meta/version                      schema version
 //	node/identity                     NodeIdentity (ID + SecretID)

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -215,4 +216,102 @@ func TestBoltDB_OnlyTheBootScopedFileSkipsFsync(t *testing.T) {
 	must.False(t, db.(*store).local.(*boltBackend).db.NoSync)
 	_, err = os.Stat(filepath.Join(dir, "state-local.db"))
 	must.NoError(t, err)
+}
+
+// TestBoltDB_AllocWrittenOnlyLocallyIsMadeDurableAtTheNextStart: the
+// alloc runner claims once PutAllocLocal returned, while PutAlloc's fsync
+// is in flight. A client killed in between must know the alloc (and its
+// hook records of what it claimed) when it starts again, and a reboot
+// must not bring back one it never made durable. A deleted alloc whose
+// durable write never happened must not come back either.
+func TestBoltDB_AllocWrittenOnlyLocallyIsMadeDurableAtTheNextStart(t *testing.T) {
+	withBootID(t, "boot-1")
+	path := filepath.Join(t.TempDir(), "state.db")
+	db, err := NewBoltDB(path)
+	must.NoError(t, err)
+	a := testAlloc()
+	must.NoError(t, db.PutAllocLocal(a))
+	must.NoError(t, db.PutHookData(a.ID, "csi", []byte("claiming")), must.Sprint("hook records need only the local write"))
+	gone := testAlloc()
+	gone.ID = "gone"
+	must.NoError(t, db.PutAllocLocal(gone))
+	must.NoError(t, db.DeleteAlloc(gone.ID))
+	allocs, err := db.GetAllocs()
+	must.NoError(t, err)
+	must.SliceEmpty(t, allocs, must.Sprint("nothing durable yet"))
+	must.NoError(t, db.Close()) // the process dies before PutAlloc
+
+	db, err = NewBoltDB(path)
+	must.NoError(t, err)
+	allocs, err = db.GetAllocs()
+	must.NoError(t, err)
+	must.SliceLen(t, 1, allocs)
+	must.Eq(t, a.ID, allocs[0].ID)
+	must.Eq(t, a.JobID, allocs[0].JobID)
+	hd, err := db.GetHookData(a.ID, "csi")
+	must.NoError(t, err)
+	must.Eq(t, []byte("claiming"), hd)
+	must.NoError(t, db.Close())
+
+	// Now durable: a reboot keeps the alloc (not its hook records).
+	withBootID(t, "boot-2")
+	db, err = NewBoltDB(path)
+	must.NoError(t, err)
+	defer db.Close()
+	allocs, err = db.GetAllocs()
+	must.NoError(t, err)
+	must.SliceLen(t, 1, allocs)
+	hd, err = db.GetHookData(a.ID, "csi")
+	must.NoError(t, err)
+	must.Nil(t, hd)
+}
+
+// TestBoltDB_ARebootForgetsAnAllocNeverMadeDurable: the local file of an
+// earlier boot is not read, so an alloc only it held is gone, as are the
+// mounts and the claims' hook records (the servers' NodeDetach frees those).
+func TestBoltDB_ARebootForgetsAnAllocNeverMadeDurable(t *testing.T) {
+	withBootID(t, "boot-1")
+	path := filepath.Join(t.TempDir(), "state.db")
+	db, err := NewBoltDB(path)
+	must.NoError(t, err)
+	must.NoError(t, db.PutAllocLocal(testAlloc()))
+	must.NoError(t, db.Close())
+	withBootID(t, "boot-2")
+	db, err = NewBoltDB(path)
+	must.NoError(t, err)
+	defer db.Close()
+	allocs, err := db.GetAllocs()
+	must.NoError(t, err)
+	must.SliceEmpty(t, allocs)
+}
+
+// failingUpdates is a backend whose writes fail: the process "dies"
+// before them.
+type failingUpdates struct{ backend }
+
+func (failingUpdates) update(func(tx txn) error) error { return errors.New("killed") }
+
+// TestBoltDB_DeletingAnAllocNeverMadeDurableDoesNotBringItBack: DeleteAlloc
+// turns a whole alloc in the local file into a marker before anything
+// else, so a client killed during the delete does not write the alloc to
+// state.db at its next start.
+func TestBoltDB_DeletingAnAllocNeverMadeDurableDoesNotBringItBack(t *testing.T) {
+	withBootID(t, "boot-1")
+	path := filepath.Join(t.TempDir(), "state.db")
+	db, err := NewBoltDB(path)
+	must.NoError(t, err)
+	must.NoError(t, db.PutAllocLocal(testAlloc()))
+	s := db.(*store)
+	durable := s.durable
+	s.durable = failingUpdates{durable}
+	must.Error(t, db.DeleteAlloc("a1"))
+	s.durable = durable
+	must.NoError(t, db.Close())
+
+	db, err = NewBoltDB(path)
+	must.NoError(t, err)
+	defer db.Close()
+	allocs, err := db.GetAllocs()
+	must.NoError(t, err)
+	must.SliceEmpty(t, allocs)
 }

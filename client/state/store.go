@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -43,8 +44,11 @@ const (
 // exists in local as the bucket allocs/<id> with keyAlloc set to
 // localMarker, written by PutAlloc after the durable record and removed
 // by DeleteAlloc after it, so per-alloc local writes refuse a deleted
-// alloc without reading the other file. newStore repairs the two after a
-// crash between those writes, and after a reboot emptied local.
+// alloc without reading the other file. PutAllocLocal writes a new alloc
+// to local alone, keyAlloc holding the whole alloc until PutAlloc made it
+// durable. newStore repairs the two after a crash between those writes
+// (writing to durable an alloc local holds whole), and after a reboot
+// emptied local.
 type store struct {
 	durable backend
 	local   backend
@@ -103,7 +107,11 @@ func initBuckets(tx txn) (string, error) {
 // reconcileLocal makes the local file's alloc markers match the durable
 // allocs: a marker for each (missing after a reboot, or after a crash
 // between PutAlloc's two writes), none for an alloc that is gone (a crash
-// between DeleteAlloc's two writes left its local records).
+// between DeleteAlloc's two writes left its local records). An alloc that
+// local holds whole and durable lacks (a crash between PutAllocLocal and
+// PutAlloc) is written to durable first: the process that died may have
+// claimed its volumes already, and only a client that knows the alloc
+// releases them.
 func (s *store) reconcileLocal() error {
 	ids := map[string]bool{}
 	err := s.durable.view(func(tx txn) error {
@@ -117,6 +125,37 @@ func (s *store) reconcileLocal() error {
 	})
 	if err != nil {
 		return err
+	}
+	whole := map[string][]byte{}
+	err = s.local.view(func(tx txn) error {
+		allocs := tx.bucket(bucketAllocs)
+		return allocs.forEachBucket(func(id string) error {
+			raw := allocs.bucket(id).get(keyAlloc)
+			if !ids[id] && raw != nil && !bytes.Equal(raw, localMarker) {
+				whole[id] = bytes.Clone(raw)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	for id, raw := range whole {
+		var a structs.Allocation
+		if err := decode(raw, &a); err != nil || a.ID != id {
+			continue // torn or foreign: dropped with the other stale records
+		}
+		err := s.durable.update(func(tx txn) error {
+			b, err := tx.bucket(bucketAllocs).createBucket(id)
+			if err != nil {
+				return err
+			}
+			return b.put(keyAlloc, raw)
+		})
+		if err != nil {
+			return fmt.Errorf("writing alloc %s from the node-local file to the durable one: %w", id, err)
+		}
+		ids[id] = true
 	}
 	return s.local.update(func(tx txn) error {
 		allocs := tx.bucket(bucketAllocs)
@@ -395,8 +434,41 @@ func (s *store) PutAlloc(a *structs.Allocation) error {
 	return s.local.update(put(localMarker))
 }
 
+// PutAllocLocal writes a new alloc to the node-local file alone (no
+// fsync): a process crash keeps it, and the next start writes it to the
+// durable file if PutAlloc did not (reconcileLocal). The alloc runner
+// claims once this returned, while PutAlloc's fsync is in flight.
+func (s *store) PutAllocLocal(a *structs.Allocation) error {
+	raw, err := encode(a)
+	if err != nil {
+		return err
+	}
+	return s.local.update(func(tx txn) error {
+		b, err := tx.bucket(bucketAllocs).createBucket(a.ID)
+		if err != nil {
+			return err
+		}
+		return b.put(keyAlloc, raw)
+	})
+}
+
 func (s *store) DeleteAlloc(allocID string) error {
 	del := func(tx txn) error { return tx.bucket(bucketAllocs).deleteBucket(allocID) }
+	// A whole alloc left in the local file (its PutAlloc failed) would
+	// come back at the next start: make it a marker first.
+	err := s.local.update(func(tx txn) error {
+		b := tx.bucket(bucketAllocs).bucket(allocID)
+		if b == nil {
+			return nil
+		}
+		if raw := b.get(keyAlloc); raw == nil || bytes.Equal(raw, localMarker) {
+			return nil
+		}
+		return b.put(keyAlloc, localMarker)
+	})
+	if err != nil {
+		return err
+	}
 	// Durable first, so that from then on the alloc is gone for a restarted
 	// client too, which then drops what is left of it in the local file.
 	if err := s.durable.update(del); err != nil {

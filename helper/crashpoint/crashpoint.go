@@ -19,6 +19,10 @@ const EnvFile = "BERTH_CRASHPOINT_FILE"
 // The points, in the order a claim cycle passes them. Each is after a
 // side effect and before the record of it.
 const (
+	// AllocLocal: a new alloc's prerun claimed and mounted its volumes;
+	// the alloc is in the client's node-local file only, its durable
+	// write (state.db, fsync) not started.
+	AllocLocal Point = "alloc-local"
 	// CSIClaimed: the Claim RPC succeeded; the hook's record still says
 	// claiming.
 	CSIClaimed Point = "csi-claimed"
@@ -40,4 +44,4 @@ const (
 )
 
 // All lists every point.
-var All = []Point{CSIClaimed, CSIStaged, CSIPublished, CSIUnpublished, CSIUnstaged, CSIUnmounted}
+var All = []Point{CSIClaimed, CSIStaged, CSIPublished, AllocLocal, CSIUnpublished, CSIUnstaged, CSIUnmounted}

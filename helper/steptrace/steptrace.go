@@ -65,7 +65,9 @@ const (
 	// AllocReceived: the client's alloc watcher handed a new alloc to
 	// the client.
 	AllocReceived = "alloc-received"
-	// AllocPersisted: the runner wrote the new alloc to the client state.
+	// AllocPersisted: the runner wrote the new alloc to the client
+	// state's node-local file (its fsynced write comes at the end of
+	// prerun, before the tasks start).
 	AllocPersisted = "alloc-persisted"
 	// PrerunStarted: the alloc runner begins its prerun hooks (alloc dir,
 	// then CSI).
