@@ -27,7 +27,7 @@ func TestProcCPUOfThisProcess(t *testing.T) {
 	// Burn CPU until the clock-tick counter moves: a reading that never
 	// grows would fail the deadline.
 	deadline := time.Now().Add(10 * time.Second)
-	for x := 0; ; x++ {
+	for {
 		now, err := procCPU(os.Getpid())
 		must.NoError(t, err)
 		if now > before {
