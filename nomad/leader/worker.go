@@ -66,7 +66,7 @@ func (w *worker) process(ctx context.Context, eval *structs.Evaluation) error {
 		return err
 	}
 	start := time.Now()
-	p := &workerPlanner{w: w, snapIndex: index}
+	p := &workerPlanner{w: w, snapIndex: index, plannedAt: index}
 	err = scheduler.New(snap, p, scheduler.Options{Logger: w.logger.Named("scheduler"), MaxPlacementsPerPlan: scheduler.DefaultMaxPlacementsPerPlan}).Process(ctx, cur)
 	w.logger.Debug("eval processed", "eval_id", cur.ID, "job_id", cur.JobID, "type", cur.Type,
 		"trigger", cur.TriggeredBy, "duration", time.Since(start), "error", err)
@@ -77,13 +77,26 @@ func (w *worker) process(ctx context.Context, eval *structs.Evaluation) error {
 // plan applier, evals straight to Raft.
 type workerPlanner struct {
 	w *worker
-	// snapIndex is the index of the state the scheduler plans on now.
+	// snapIndex is the index of the last state handed to the scheduler.
 	snapIndex uint64
+	// plannedAt is the index of the state the scheduler's last plan was
+	// made on: the one before the last SubmitPlan (snapIndex until then).
+	// A blocked eval is hinted with it, not with snapIndex: a scheduler
+	// whose plan committed whole does not plan again on the state
+	// SubmitPlan returned, so the placements that failed were judged on
+	// the older one, and a claim freed while the plan was committing
+	// (seed 1384: a job's second alloc left blocked on a freed claim)
+	// would be dated before the hint and never retry it. After a plan
+	// partly rejected and planned again to no new placements, the
+	// failures come from the newer state and the hint is older than need
+	// be: that costs at most one extra retry, never a missed one.
+	plannedAt uint64
 }
 
 var _ scheduler.Planner = (*workerPlanner)(nil)
 
 func (p *workerPlanner) SubmitPlan(ctx context.Context, plan *structs.Plan) (*structs.PlanResult, scheduler.State, error) {
+	p.plannedAt = p.snapIndex
 	result, err := p.w.sc.plans.submit(ctx, plan)
 	if err != nil {
 		return nil, nil, err
@@ -131,7 +144,7 @@ func (p *workerPlanner) CreateEval(_ context.Context, e *structs.Evaluation) err
 			return err
 		}
 		evals = append(evals, older...)
-		p.w.sc.blocked.Hint(e.ID, p.snapIndex)
+		p.w.sc.blocked.Hint(e.ID, p.plannedAt)
 	}
 	_, err := p.w.srv.raftApply(structs.EvalUpdateRequestType, &structs.EvalUpdateRequest{Evals: evals, Timestamp: time.Now().UnixNano()})
 	if err != nil && e.Status == structs.EvalStatusBlocked {
