@@ -7,8 +7,10 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/berth-io/berth/helper/keylock"
+	"github.com/berth-io/berth/nomad/claims"
 	"github.com/berth-io/berth/nomad/structs"
 )
 
@@ -67,12 +69,44 @@ func (c *csiControllers) ControllerUnpublish(ctx context.Context, vol *structs.C
 	if err != nil {
 		return fmt.Errorf("waiting for another controller call on the same node: %w", err)
 	}
-	defer unlock()
 	args := &structs.ClientCSIControllerUnpublishRequest{
 		ClientCSIControllerRequest: controllerRequest(vol),
 		ExternalNodeID:             claim.ExternalNodeID,
 	}
-	return c.call(ctx, vol.PluginID, "CSIController.Unpublish", args, &structs.ClientCSIControllerResponse{})
+	deadline, hasDeadline := ctx.Deadline()
+	if hasDeadline {
+		args.Deadline = deadline.UnixNano()
+	}
+	err = c.call(ctx, vol.PluginID, "CSIController.Unpublish", args, &structs.ClientCSIControllerResponse{})
+	holdWhileMayRun(unlock, err, deadline, hasDeadline)
+	return err
+}
+
+// holdWhileMayRun releases a (plugin, target node) lock once the
+// controller call made under it is over: at once when the call was
+// answered, else (the server stopped waiting, or the node session broke
+// under it: errMayStillRun) only after the call's deadline, which the
+// client ends it by, retries included, plus claims.ClockSkew.
+//
+// Why (seed 4060, one server): a ControllerUnpublish hung at the plugin
+// on node A; A's session broke, the watcher retried through node B's
+// controller, which succeeded after the fault healed, so the claim was
+// freed and the next claim ControllerPublished the volume to the same
+// node. A's client then retried its abandoned unpublish, which detached
+// the volume from under the new claim's running alloc (check 4). Held,
+// the lock makes the later publish wait until nothing abandoned can land.
+// The lock is in the leader's memory: a new leader does not know it.
+func holdWhileMayRun(unlock func(), err error, deadline time.Time, hasDeadline bool) {
+	if !errors.Is(err, errMayStillRun) || !hasDeadline {
+		unlock()
+		return
+	}
+	wait := time.Until(deadline.Add(claims.ClockSkew))
+	if wait <= 0 {
+		unlock()
+		return
+	}
+	time.AfterFunc(wait, unlock)
 }
 
 // validate asks the controller to confirm the volume's capabilities.

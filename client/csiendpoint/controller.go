@@ -73,7 +73,8 @@ func (e *Controller) Publish(args *structs.ClientCSIControllerPublishRequest, re
 }
 
 // Unpublish runs ControllerUnpublishVolume; a volume not attached there
-// is a success (the csi client maps NotFound to nil).
+// is a success (the csi client maps NotFound to nil). Like Publish, it
+// ends at the servers' Deadline, retries included.
 func (e *Controller) Unpublish(args *structs.ClientCSIControllerUnpublishRequest, _ *structs.ClientCSIControllerResponse) error {
 	cl, err := e.controller(&args.ClientCSIControllerRequest)
 	if err != nil {
@@ -81,6 +82,21 @@ func (e *Controller) Unpublish(args *structs.ClientCSIControllerUnpublishRequest
 	}
 	ctx, cancel := e.callCtx()
 	defer cancel()
+	if args.Deadline > 0 {
+		// A server that stopped waiting holds every controller call to the
+		// node until this deadline (csiControllers.ControllerUnpublish):
+		// an unpublish, retries included, must not land after it, on top
+		// of a publish to that node for a later claim (seed 4060).
+		deadline := time.Unix(0, args.Deadline)
+		if !time.Now().Before(deadline) {
+			return structs.WireError(structs.NewError(structs.CodeRetryable,
+				"ControllerUnpublish of volume %q from node %s: the servers' deadline %s passed before node %s got the request; retry",
+				args.VolumeID, args.ExternalNodeID, deadline.UTC().Format(time.RFC3339Nano), e.cfg.NodeID))
+		}
+		var cancelDeadline context.CancelFunc
+		ctx, cancelDeadline = context.WithDeadline(ctx, deadline)
+		defer cancelDeadline()
+	}
 	err = cl.ControllerUnpublishVolume(ctx, &csi.ControllerUnpublishVolumeRequest{
 		ExternalID: args.ExternalID, NodeID: args.ExternalNodeID, Secrets: args.Secrets,
 	})

@@ -221,3 +221,33 @@ func TestController_PublishEndsAtTheServersDeadline(t *testing.T) {
 	must.Less(t, CallTimeout/2, time.Since(start))
 	must.Eq(t, 1, p.Calls("ControllerPublishVolume"))
 }
+
+// An unpublish ends at the servers' deadline, retries included, as a
+// publish does: a server that stopped waiting holds the node's controller
+// calls only until then, so an abandoned unpublish must not land after it,
+// on top of a later publish to the node (seed 4060). A request that
+// arrives after its deadline never reaches the plugin.
+func TestController_UnpublishEndsAtTheServersDeadline(t *testing.T) {
+	p, cl := controllerPlugin(t)
+	e := NewController(t.Context(), Config{NodeID: "node-a", Plugins: &plugins{ctrl: cl}})
+	req := func(deadline time.Time) *structs.ClientCSIControllerUnpublishRequest {
+		return &structs.ClientCSIControllerUnpublishRequest{
+			ClientCSIControllerRequest: ctrlReq(), ExternalNodeID: "ext-node", Deadline: deadline.UnixNano(),
+		}
+	}
+
+	err := structs.DecodeWireError(e.Unpublish(req(time.Now().Add(-time.Second)), &structs.ClientCSIControllerResponse{}))
+	must.True(t, errors.Is(err, structs.ErrRetryable), must.Sprintf("got %v", err))
+	must.StrContains(t, err.Error(), "deadline")
+	must.Eq(t, 0, p.Calls("ControllerUnpublishVolume"))
+
+	p.SetHang("ControllerUnpublishVolume", true)
+	deadline := time.Now().Add(200 * time.Millisecond)
+	start := time.Now()
+	err = structs.DecodeWireError(e.Unpublish(req(deadline), &structs.ClientCSIControllerResponse{}))
+	must.Error(t, err)
+	must.False(t, time.Now().Before(deadline))
+	// Not CallTimeout (2 minutes): the bound is the deadline, not a speed.
+	must.Less(t, CallTimeout/2, time.Since(start))
+	must.Eq(t, 1, p.Calls("ControllerUnpublishVolume"))
+}

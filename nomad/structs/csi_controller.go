@@ -51,6 +51,12 @@ type ClientCSIControllerPublishResponse struct {
 type ClientCSIControllerUnpublishRequest struct {
 	ClientCSIControllerRequest
 	ExternalNodeID string
+	// Deadline (unix ns, the servers' clock) is when the plugin call must
+	// have ended, retries included: a server that stopped waiting for the
+	// call holds the node's controller calls until then (plus ClockSkew),
+	// so an unpublish it gave up on cannot land after a later publish to
+	// the same node (seed 4060). Zero: no bound but the client's own.
+	Deadline int64
 }
 
 // ClientCSIControllerValidateRequest asks the plugin to confirm that the
