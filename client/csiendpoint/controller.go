@@ -35,28 +35,40 @@ func (e *Controller) failed(op string, r *structs.ClientCSIControllerRequest, er
 		op, r.VolumeID, r.PluginID, e.cfg.NodeID, err))
 }
 
+// untilDeadline is the context of a controller call the servers bounded
+// with deadline (Unix nanoseconds; 0: only the endpoint's own timeout).
+// A deadline already past is a retryable error naming the call (what is
+// a format of the volume ID and the external node ID).
+func (e *Controller) untilDeadline(what string, r *structs.ClientCSIControllerRequest, extNode string, deadline int64) (context.Context, context.CancelFunc, error) {
+	ctx, cancel := e.callCtx()
+	if deadline <= 0 {
+		return ctx, cancel, nil
+	}
+	d := time.Unix(0, deadline)
+	if !time.Now().Before(d) {
+		cancel()
+		return nil, nil, structs.WireError(structs.NewError(structs.CodeRetryable,
+			what+": the servers' deadline %s passed before node %s got the request; retry",
+			r.VolumeID, extNode, d.UTC().Format(time.RFC3339Nano), e.cfg.NodeID))
+	}
+	ctx, cancelDeadline := context.WithDeadline(ctx, d)
+	return ctx, func() { cancelDeadline(); cancel() }, nil
+}
+
 // Publish runs ControllerPublishVolume.
 func (e *Controller) Publish(args *structs.ClientCSIControllerPublishRequest, reply *structs.ClientCSIControllerPublishResponse) error {
 	cl, err := e.controller(&args.ClientCSIControllerRequest)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := e.callCtx()
-	defer cancel()
-	if args.Deadline > 0 {
-		// The servers wait this deadline out before they unpublish
-		// (claims.Next): a publish must not land after it, retries
-		// included, even when the server that asked gave up long ago.
-		deadline := time.Unix(0, args.Deadline)
-		if !time.Now().Before(deadline) {
-			return structs.WireError(structs.NewError(structs.CodeRetryable,
-				"ControllerPublish of volume %q to node %s: the servers' deadline %s passed before node %s got the request; retry",
-				args.VolumeID, args.ExternalNodeID, deadline.UTC().Format(time.RFC3339Nano), e.cfg.NodeID))
-		}
-		var cancelDeadline context.CancelFunc
-		ctx, cancelDeadline = context.WithDeadline(ctx, deadline)
-		defer cancelDeadline()
+	// The servers wait this deadline out before they unpublish
+	// (claims.Next): a publish must not land after it, retries included,
+	// even when the server that asked gave up long ago.
+	ctx, cancel, err := e.untilDeadline("ControllerPublish of volume %q to node %s", &args.ClientCSIControllerRequest, args.ExternalNodeID, args.Deadline)
+	if err != nil {
+		return err
 	}
+	defer cancel()
 	resp, err := cl.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{
 		ExternalID:       args.ExternalID,
 		NodeID:           args.ExternalNodeID,
@@ -80,23 +92,15 @@ func (e *Controller) Unpublish(args *structs.ClientCSIControllerUnpublishRequest
 	if err != nil {
 		return err
 	}
-	ctx, cancel := e.callCtx()
-	defer cancel()
-	if args.Deadline > 0 {
-		// A server that stopped waiting holds every controller call to the
-		// node until this deadline (csiControllers.ControllerUnpublish):
-		// an unpublish, retries included, must not land after it, on top
-		// of a publish to that node for a later claim (seed 4060).
-		deadline := time.Unix(0, args.Deadline)
-		if !time.Now().Before(deadline) {
-			return structs.WireError(structs.NewError(structs.CodeRetryable,
-				"ControllerUnpublish of volume %q from node %s: the servers' deadline %s passed before node %s got the request; retry",
-				args.VolumeID, args.ExternalNodeID, deadline.UTC().Format(time.RFC3339Nano), e.cfg.NodeID))
-		}
-		var cancelDeadline context.CancelFunc
-		ctx, cancelDeadline = context.WithDeadline(ctx, deadline)
-		defer cancelDeadline()
+	// A server that stopped waiting holds every controller call to the
+	// node until this deadline (csiControllers.ControllerUnpublish): an
+	// unpublish, retries included, must not land after it, on top of a
+	// publish to that node for a later claim (seed 4060).
+	ctx, cancel, err := e.untilDeadline("ControllerUnpublish of volume %q from node %s", &args.ClientCSIControllerRequest, args.ExternalNodeID, args.Deadline)
+	if err != nil {
+		return err
 	}
+	defer cancel()
 	err = cl.ControllerUnpublishVolume(ctx, &csi.ControllerUnpublishVolumeRequest{
 		ExternalID: args.ExternalID, NodeID: args.ExternalNodeID, Secrets: args.Secrets,
 	})
