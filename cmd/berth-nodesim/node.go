@@ -169,36 +169,21 @@ func (n *simNode) stop() {
 
 func mkdir(dir string) error { return os.MkdirAll(dir, 0o700) }
 
-// first is the earliest publish (or unpublish) seen.
-func (p *publishes) first(published bool) time.Time {
+// span is the earliest and the latest publish (or unpublish) seen.
+func (p *publishes) span(published bool) (first, last time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	m := p.unpublished
 	if published {
 		m = p.published
 	}
-	var t time.Time
 	for _, at := range m {
-		if t.IsZero() || at.Before(t) {
-			t = at
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+		if at.After(last) {
+			last = at
 		}
 	}
-	return t
-}
-
-// last is the latest publish (or unpublish) seen.
-func (p *publishes) last(published bool) time.Time {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	m := p.unpublished
-	if published {
-		m = p.published
-	}
-	var t time.Time
-	for _, at := range m {
-		if at.After(t) {
-			t = at
-		}
-	}
-	return t
+	return first, last
 }

@@ -233,8 +233,9 @@ func simulate(ctx context.Context, o *options, res *result, deferred func(func(c
 		}
 		res.published, _ = pubs.counts()
 		if res.published >= o.allocs && res.publishTime == 0 {
-			res.publishTime = pubs.last(true).Sub(start)
-			res.publishWindow = pubs.last(true).Sub(pubs.first(true))
+			first, last := pubs.span(true)
+			res.publishTime = last.Sub(start)
+			res.publishWindow = last.Sub(first)
 		}
 		return res.placed >= o.allocs && res.published >= o.allocs, nil
 	})
@@ -268,7 +269,8 @@ func simulate(ctx context.Context, o *options, res *result, deferred func(func(c
 			return false, nil
 		}
 		if res.unpublishTime == 0 {
-			res.unpublishTime = pubs.last(false).Sub(start)
+			_, last := pubs.span(false)
+			res.unpublishTime = last.Sub(start)
 		}
 		var r structs.CSIVolumeListResponse
 		if err := rpc.RPC("CSIVolume.List", &structs.CSIVolumeListRequest{PluginID: pluginID}, &r); err != nil {
