@@ -301,9 +301,11 @@ func TestVolumeManager_PreparedDirectories(t *testing.T) {
 	h.register("fakeplug", dynamicplugins.PluginTypeCSINode, sock, "plugin-alloc")
 	vm := h.nodePlugin("fakeplug")
 	ctx := context.Background()
-	// A first mount: the manager now knows the plugin stages.
+	// A first mount: the manager now knows the plugin stages, once the
+	// channel reports the connection the answer came over.
 	_, err := vm.MountVolume(ctx, testVolume("vol0"), alloc("warm"), rwUsage, nil)
 	must.NoError(t, err)
+	learnedStaging(t, vm.(*volumeManager))
 
 	ref := VolumeRef{Namespace: "default", ID: "vol1", ExternalID: "ext-vol1"}
 	staging := filepath.Join(root, "fakeplug/staging/default/vol1", rwUsage.Name())
@@ -332,4 +334,26 @@ func TestVolumeManager_PreparedDirectories(t *testing.T) {
 	vm.DiscardPrepared(ref, "alloc-c", rwUsage)
 	must.DirNotExists(t, staging)
 	must.DirNotExists(t, filepath.Join(root, "fakeplug/per-alloc/alloc-c"))
+}
+
+// learnedStaging waits until m holds the plugin's staging capability as
+// said over the connection in use. gRPC can answer a call before its
+// channel reports the connection ready, and learn keeps only an answer
+// known to have come over the connection up; PrepareMount prepares the
+// staging path only then (CI saw the mount's answer dropped that way).
+func learnedStaging(t *testing.T, m *volumeManager) {
+	t.Helper()
+	must.Wait(t, wait.InitialSuccess(
+		wait.BoolFunc(func() bool {
+			conn := m.client.Connection()
+			if c := m.caps.Load(); conn != 0 && c != nil && c.conn == conn {
+				return c.stages
+			}
+			if conn != 0 {
+				_, _ = m.stages(t.Context())
+			}
+			return false
+		}),
+		wait.Timeout(10*time.Second), wait.Gap(5*time.Millisecond)),
+		must.Sprint("the manager should learn that the plugin stages"))
 }
