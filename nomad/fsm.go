@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"sync"
 	"sync/atomic"
 
@@ -252,11 +253,81 @@ func (f *FSM) Apply(log *raft.Log) any {
 }
 
 // decodeRequest decodes an entry's body, naming the message type on error.
+// An entry whose lists hold a nil element is refused: no writer sends one,
+// and the state store's writes take every element as present (FuzzFSMApply
+// found a policy upsert of [nil] panicking every server that applied it).
 func decodeRequest(buf []byte, out any) error {
 	if err := msgpack.Decode(buf, out); err != nil {
 		return fmt.Errorf("decoding %T: %w", out, err)
 	}
+	if field := nilElement(reflect.ValueOf(out)); field != "" {
+		return structs.NewError(structs.CodeInvalid, "decoding %T: %s holds a nil entry", out, field)
+	}
 	return nil
+}
+
+// pointerLists caches, per request type, the index paths of its fields
+// (embedded structs' included) that are slices of pointers or maps with
+// pointer values.
+var pointerLists sync.Map // reflect.Type -> [][]int
+
+// nilElement names the first slice-of-pointers or map-of-pointers field
+// of the struct *v that holds a nil element, or returns "".
+func nilElement(v reflect.Value) string {
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return ""
+	}
+	v = v.Elem()
+	paths, ok := pointerLists.Load(v.Type())
+	if !ok {
+		paths, _ = pointerLists.LoadOrStore(v.Type(), listFields(v.Type(), nil))
+	}
+	for _, path := range paths.([][]int) {
+		f, err := v.FieldByIndexErr(path)
+		if err != nil {
+			continue // behind a nil embedded pointer: nothing there
+		}
+		switch f.Kind() {
+		case reflect.Slice:
+			for i := range f.Len() {
+				if f.Index(i).IsNil() {
+					return v.Type().FieldByIndex(path).Name
+				}
+			}
+		case reflect.Map:
+			for it := f.MapRange(); it.Next(); {
+				if it.Value().IsNil() {
+					return v.Type().FieldByIndex(path).Name
+				}
+			}
+		}
+	}
+	return ""
+}
+
+func listFields(t reflect.Type, prefix []int) [][]int {
+	var out [][]int
+	for i := range t.NumField() {
+		f := t.Field(i)
+		path := append(append([]int(nil), prefix...), i)
+		ft := f.Type
+		if f.Anonymous {
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				out = append(out, listFields(ft, path)...)
+			}
+			continue
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if (ft.Kind() == reflect.Slice || ft.Kind() == reflect.Map) && ft.Elem().Kind() == reflect.Pointer {
+			out = append(out, path)
+		}
+	}
+	return out
 }
 
 func (f *FSM) applyNodeRegister(buf []byte, index uint64) error {
