@@ -142,6 +142,17 @@ var connectParams = grpc.ConnectParams{
 	MinConnectTimeout: time.Second,
 }
 
+// windowSize is the fixed HTTP/2 flow-control window, per stream and per
+// connection, of the connection to a plugin. A fixed window turns off
+// gRPC's bandwidth estimator, which otherwise answers the first DATA frame
+// after each quiet spell with a WINDOW_UPDATE and a PING that the plugin
+// must answer: on a connection that carries one small call at a time (a
+// NodeStage, then a NodePublish) that was a frame, a write and a wake-up of
+// each process per call, for an estimate that only matters on a long
+// network path. 4 MiB is gRPC's largest message by default, so no message
+// waits for a window update either.
+const windowSize = 4 << 20
+
 // New returns a Client for the plugin listening on the unix socket at
 // socketPath. It does not connect: the connection is made on the first call
 // and remade by gRPC whenever the plugin goes away and comes back, so New
@@ -177,6 +188,8 @@ func New(socketPath string, logger hclog.Logger, opts ...Option) (Client, error)
 	conn, err := grpc.NewClient("unix://"+abs,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithConnectParams(connectParams),
+		grpc.WithStaticStreamWindowSize(windowSize),
+		grpc.WithStaticConnWindowSize(windowSize),
 		grpc.WithChainUnaryInterceptor(c.intercept),
 		grpc.WithContextDialer(c.dial),
 	)

@@ -29,6 +29,16 @@ const (
 	tmpPrefix = ".tmp-"
 )
 
+// windowSize is the fixed HTTP/2 flow-control window, per stream and per
+// connection, the plugin grants its callers. A fixed window turns off
+// gRPC's bandwidth estimator, which answers the first request after each
+// quiet spell with a WINDOW_UPDATE and a PING the caller must answer: on a
+// unix socket carrying one small call at a time that is a write and a
+// wake-up of each process per call, on the claim path, for an estimate
+// that only matters on a long network path. 4 MiB is gRPC's largest
+// message by default, so no request waits for a window update either.
+const windowSize = 4 << 20
+
 // gracePeriod bounds how long Serve waits for in-flight RPCs at shutdown.
 const gracePeriod = 10 * time.Second
 
@@ -103,7 +113,8 @@ func (p *Plugin) Close() error { return p.store.close() }
 // done, then stops gracefully (in-flight RPCs get gracePeriod to finish) and
 // returns nil. It closes lis.
 func (p *Plugin) Serve(ctx context.Context, lis net.Listener) error {
-	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(p.intercept))
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(p.intercept),
+		grpc.StaticStreamWindowSize(windowSize), grpc.StaticConnWindowSize(windowSize))
 	csi.RegisterIdentityServer(srv, &identityServer{p: p})
 	if p.cfg.Mode.servesController() {
 		csi.RegisterControllerServer(srv, &controllerServer{p: p})

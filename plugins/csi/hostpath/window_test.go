@@ -1,0 +1,101 @@
+package hostpath
+
+import (
+	"context"
+	"encoding/binary"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/hashicorp/go-hclog"
+	"github.com/shoenig/test/must"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// recordingListener keeps a copy of everything written to the connections
+// it accepts.
+type recordingListener struct {
+	net.Listener
+	// mu guards buf.
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (l *recordingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return recordingConn{Conn: c, l: l}, nil
+}
+
+type recordingConn struct {
+	net.Conn
+	l *recordingListener
+}
+
+func (c recordingConn) Write(b []byte) (int, error) {
+	c.l.mu.Lock()
+	c.l.buf = append(c.l.buf, b...)
+	c.l.mu.Unlock()
+	return c.Conn.Write(b)
+}
+
+// pings counts the HTTP/2 PING frames (not their acknowledgements) the
+// server wrote: frames of a 9-byte header (length 24 bits, type, flags,
+// stream) and a payload.
+func (l *recordingListener) pings(t *testing.T) int {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	const typePing, flagAck = 0x6, 0x1
+	b, pings := l.buf, 0
+	for len(b) >= 9 {
+		n := int(binary.BigEndian.Uint32(append([]byte{0}, b[:3]...)))
+		if b[3] == typePing && b[4]&flagAck == 0 {
+			pings++
+		}
+		b = b[min(len(b), 9+n):]
+	}
+	must.Zero(t, len(b), must.Sprint("a frame was cut short"))
+	return pings
+}
+
+// The plugin grants a fixed flow-control window, so it never sends gRPC's
+// bandwidth-estimating PINGs, which by default follow the first request
+// after each quiet spell and which the CO must answer: on the claim path
+// that was a PING, its acknowledgement and a wake-up of each process per
+// call.
+func TestPlugin_SendsNoBandwidthPings(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	p, err := New(ctx, Config{NodeID: "n1", Root: t.TempDir(), Logger: hclog.NewNullLogger()})
+	must.NoError(t, err)
+	sockDir, err := os.MkdirTemp("", "hp")
+	must.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	sock := filepath.Join(sockDir, "csi.sock")
+	inner, err := net.Listen("unix", sock)
+	must.NoError(t, err)
+	lis := &recordingListener{Listener: inner}
+	served := make(chan error, 1)
+	go func() { served <- p.Serve(ctx, lis) }()
+	t.Cleanup(func() {
+		cancel()
+		must.NoError(t, <-served)
+		must.NoError(t, p.Close())
+	})
+
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	must.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	node := csi.NewNodeClient(conn)
+	for range 20 {
+		_, err := node.NodeGetCapabilities(t.Context(), &csi.NodeGetCapabilitiesRequest{})
+		must.NoError(t, err)
+	}
+	must.Zero(t, lis.pings(t))
+}
