@@ -135,25 +135,20 @@ func (v *CSIVolumeEndpoint) Register(args *structs.CSIVolumeRegisterRequest, rep
 	args.Namespace, args.Volumes, args.Timestamp = ns, vols, now
 	// vols are this call's own (copies, or volumes handed over), so the
 	// leader's FSM may store them without decoding the entry.
-	_, index, err := v.srv.raftApplyHandOff(structs.CSIVolumeRegisterRequestType, args)
+	resp, index, err := v.srv.raftApplyHandOff(structs.CSIVolumeRegisterRequestType, args)
 	if err != nil {
 		return fmt.Errorf("registering volumes: %w", err)
 	}
-	// The answer is read from one snapshot, not a read transaction per
-	// volume.
-	after, err := v.srv.State().Snapshot()
-	if err != nil {
-		return err
+	// The answer is the volumes as this entry stored them (the FSM's
+	// response), not read back one by one: that was 1,000 lookups and
+	// deep copies per 1,000-volume register.
+	stored, ok := resp.([]*structs.CSIVolume)
+	if !ok {
+		return structs.NewError(structs.CodeInternal, "registering volumes: the FSM answered %T, not the stored volumes", resp)
 	}
-	reply.Volumes = make([]*structs.CSIVolume, 0, len(vols))
-	for _, vol := range vols {
-		stored, err := after.CSIVolumeByID(nil, vol.Namespace, vol.ID)
-		if err != nil {
-			return err
-		}
-		if stored != nil {
-			reply.Volumes = append(reply.Volumes, stored.Sanitize())
-		}
+	reply.Volumes = make([]*structs.CSIVolume, 0, len(stored))
+	for _, vol := range stored {
+		reply.Volumes = append(reply.Volumes, vol.Redacted())
 	}
 	reply.Index = index
 	return nil

@@ -134,6 +134,11 @@ func TestCSIVolume_RegisterAndGet(t *testing.T) {
 	must.Positive(t, reply.Index)
 	must.SliceLen(t, 1, reply.Volumes)
 	must.Nil(t, reply.Volumes[0].Secrets)
+	must.Eq(t, []string{"[REDACTED]"}, reply.Volumes[0].MountOptions.MountFlags)
+	// The answer is the volume as the entry stored it.
+	must.Eq(t, reply.Index, reply.Volumes[0].ModifyIndex)
+	must.Eq(t, reply.Index, reply.Volumes[0].CreateIndex)
+	must.Eq(t, "org.example.hostpath", reply.Volumes[0].Provider)
 	must.Eq(t, "hostpath", vol.PluginID) // the caller's volume is untouched
 	must.Eq(t, "", vol.Provider)
 
@@ -148,10 +153,12 @@ func TestCSIVolume_RegisterAndGet(t *testing.T) {
 	must.SliceLen(t, 1, got.Topologies)
 	must.Positive(t, got.CreateTime)
 
-	// The store keeps the secrets for the plugin.
+	// The store keeps the secrets for the plugin, and the answer's
+	// redaction left them (and the flags) as stored.
 	stored, err := s.State().CSIVolumeByID(nil, structs.DefaultNamespace, "vol-1")
 	must.NoError(t, err)
 	must.Eq(t, "hunter2", stored.Secrets["password"])
+	must.Eq(t, vol.MountOptions.MountFlags, stored.MountOptions.MountFlags)
 
 	// Unknown volumes read as nil (the HTTP layer answers 404).
 	must.Nil(t, getVolume(t, s, "", "nope"))

@@ -212,7 +212,10 @@ func (f *FSM) Apply(log *raft.Log) any {
 	case structs.AllocStopRequestType:
 		err = f.applyAllocStop(buf, index)
 	case structs.CSIVolumeRegisterRequestType:
-		err = f.applyCSIVolumeRegister(buf, index)
+		var stored []*structs.CSIVolume
+		if stored, err = f.applyCSIVolumeRegister(buf, index); err == nil {
+			return stored // the register's answer (CSIVolumeEndpoint.Register)
+		}
 	case structs.CSIVolumeDeregisterRequestType:
 		err = f.applyCSIVolumeDeregister(buf, index)
 	case structs.CSIVolumeClaimRequestType:
@@ -461,17 +464,20 @@ func (f *FSM) applyAllocDelete(buf []byte, index uint64) error {
 	return f.State().DeleteAllocs(index, req.AllocIDs)
 }
 
-func (f *FSM) applyCSIVolumeRegister(buf []byte, index uint64) error {
+// applyCSIVolumeRegister stores the entry's volumes and returns them as
+// stored (immutable from now on), so the endpoint answers with what this
+// entry wrote instead of reading each volume back.
+func (f *FSM) applyCSIVolumeRegister(buf []byte, index uint64) ([]*structs.CSIVolume, error) {
 	if msg, ok := f.decoded.take(buf); ok {
 		if req, ok := msg.(*structs.CSIVolumeRegisterRequest); ok {
-			return f.State().UpsertCSIVolumesOwned(index, req.Volumes)
+			return req.Volumes, f.State().UpsertCSIVolumesOwned(index, req.Volumes)
 		}
 	}
 	var req structs.CSIVolumeRegisterRequest
 	if err := decodeRequest(buf, &req); err != nil {
-		return err
+		return nil, err
 	}
-	return f.State().UpsertCSIVolumesOwned(index, req.Volumes)
+	return req.Volumes, f.State().UpsertCSIVolumesOwned(index, req.Volumes)
 }
 
 func (f *FSM) applyCSIVolumeDeregister(buf []byte, index uint64) error {

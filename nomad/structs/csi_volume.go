@@ -157,6 +157,23 @@ func (v *CSIVolume) Sanitize() *CSIVolume {
 	return out
 }
 
+// Redacted is Sanitize for an answer read once and dropped (the register
+// reply, which the agent turns into JSON): it shares everything with v
+// but the secrets and mount flags it hides, so the result must not be
+// changed, and v must be a stored (immutable) object. A deep copy of each
+// of a 1,000-volume register's volumes was a thirtieth of its CPU.
+func (v *CSIVolume) Redacted() *CSIVolume {
+	if len(v.Secrets) == 0 && (v.MountOptions == nil || len(v.MountOptions.MountFlags) == 0) {
+		return v
+	}
+	out := *v
+	out.Secrets = nil
+	if m := v.MountOptions; m != nil && len(m.MountFlags) > 0 {
+		out.MountOptions = &CSIMountOptions{FSType: m.FSType, MountFlags: []string{"[REDACTED]"}}
+	}
+	return &out
+}
+
 // Validate returns every problem with a volume spec at once.
 func (v *CSIVolume) Validate() error {
 	var errs []error
