@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/go-memdb"
 
+	"github.com/berth-io/berth/helper/steptrace"
 	"github.com/berth-io/berth/nomad/acl"
 	"github.com/berth-io/berth/nomad/state"
 	"github.com/berth-io/berth/nomad/structs"
@@ -135,10 +136,11 @@ func (v *CSIVolumeEndpoint) Register(args *structs.CSIVolumeRegisterRequest, rep
 	args.Namespace, args.Volumes, args.Timestamp = ns, vols, now
 	// vols are this call's own (copies, or volumes handed over), so the
 	// leader's FSM may store them without decoding the entry.
-	resp, index, err := v.srv.raftApplyHandOff(structs.CSIVolumeRegisterRequestType, args)
+	resp, index, err := v.srv.raftApplyHandOff(structs.CSIVolumeRegisterRequestType, args, markOne(vols, steptrace.RegisterProposed))
 	if err != nil {
 		return fmt.Errorf("registering volumes: %w", err)
 	}
+	markOne(vols, steptrace.RegisterCommitted)()
 	// The answer is the volumes as this entry stored them (the FSM's
 	// response), not read back one by one: that was 1,000 lookups and
 	// deep copies per 1,000-volume register.
@@ -152,6 +154,16 @@ func (v *CSIVolumeEndpoint) Register(args *structs.CSIVolumeRegisterRequest, rep
 	}
 	reply.Index = index
 	return nil
+}
+
+// markOne returns a func that marks step (helper/steptrace) for a
+// register of one volume, and does nothing for others.
+func markOne(vols []*structs.CSIVolume, step string) func() {
+	if len(vols) != 1 {
+		return func() {}
+	}
+	id := vols[0].ID
+	return func() { steptrace.Mark(id, step) }
 }
 
 // changeRegistered applies, before the registration is written, what

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/hashicorp/raft"
 
+	"github.com/berth-io/berth/helper/steptrace"
 	"github.com/berth-io/berth/nomad/msgpack"
 	"github.com/berth-io/berth/nomad/state"
 	"github.com/berth-io/berth/nomad/stream"
@@ -468,16 +469,26 @@ func (f *FSM) applyAllocDelete(buf []byte, index uint64) error {
 // stored (immutable from now on), so the endpoint answers with what this
 // entry wrote instead of reading each volume back.
 func (f *FSM) applyCSIVolumeRegister(buf []byte, index uint64) ([]*structs.CSIVolume, error) {
+	var vols []*structs.CSIVolume
 	if msg, ok := f.decoded.take(buf); ok {
 		if req, ok := msg.(*structs.CSIVolumeRegisterRequest); ok {
-			return req.Volumes, f.State().UpsertCSIVolumesOwned(index, req.Volumes)
+			vols = req.Volumes
 		}
 	}
-	var req structs.CSIVolumeRegisterRequest
-	if err := decodeRequest(buf, &req); err != nil {
+	if vols == nil {
+		var req structs.CSIVolumeRegisterRequest
+		if err := decodeRequest(buf, &req); err != nil {
+			return nil, err
+		}
+		vols = req.Volumes
+	}
+	if err := f.State().UpsertCSIVolumesOwned(index, vols); err != nil {
 		return nil, err
 	}
-	return req.Volumes, f.State().UpsertCSIVolumesOwned(index, req.Volumes)
+	if len(vols) == 1 && vols[0] != nil {
+		steptrace.Mark(vols[0].ID, steptrace.RegisterApplied)
+	}
+	return vols, nil
 }
 
 func (f *FSM) applyCSIVolumeDeregister(buf []byte, index uint64) error {

@@ -191,7 +191,9 @@ func (s *Server) raftApply(t structs.MessageType, msg any) (any, uint64, error) 
 // (indexes, claims) on those very objects, so a message holding a stored
 // object would change the store outside a transaction. Only the FSM
 // cases that take the hand-off use it (applyCSIVolumeRegister).
-func (s *Server) raftApplyHandOff(t structs.MessageType, msg any) (any, uint64, error) {
+// proposed runs once the entry is encoded, right before Raft's Apply
+// (the register's step trace).
+func (s *Server) raftApplyHandOff(t structs.MessageType, msg any, proposed func()) (any, uint64, error) {
 	buf, err := encodeEntry(t, msg)
 	if err != nil {
 		return nil, 0, err
@@ -201,6 +203,7 @@ func (s *Server) raftApplyHandOff(t structs.MessageType, msg any) (any, uint64, 
 		s.fsm.decoded.put(buf[1:], msg)
 		defer s.fsm.decoded.take(buf[1:])
 	}
+	proposed()
 	return s.applied(s.raft.Apply(buf, s.config.RaftTimeout))
 }
 

@@ -131,7 +131,12 @@ func (b *bench) floorRows(ctx context.Context) []row {
 func (b *bench) registerRows(ctx context.Context) []row {
 	n := b.cfg.registers
 	b.progress("registering %d volumes one by one...", n)
-	regs, total, err := b.registerVolumes(ctx)
+	regs, total, times, err := b.registerVolumes(ctx)
+	if err == nil {
+		if tr, terr := readTrace(b.agent.tracePath); terr == nil {
+			b.steps = append(b.steps, breakdownOf("register, 1 volume", registerPath, registerMarks(times, tr))...)
+		}
+	}
 	rows := []row{
 		samplesRow(rowRegister, "volume register (HTTP → Raft on disk)", kindLatency, n, regs, b.walP50, err),
 		{ID: rowRegisterTotal, Name: fmt.Sprintf("%d sequential registers", n), Kind: kindTotal,
@@ -315,10 +320,11 @@ func (b *bench) startPlugin(ctx context.Context) (string, error) {
 
 // registerVolumes registers cfg.registers new volumes one by one and
 // returns each call's latency and the wall time of all of them.
-func (b *bench) registerVolumes(ctx context.Context) ([]time.Duration, time.Duration, error) {
+func (b *bench) registerVolumes(ctx context.Context) ([]time.Duration, time.Duration, map[string][2]time.Time, error) {
 	c := b.agent.api
 	n := b.cfg.registers
 	samples := make([]time.Duration, 0, n)
+	times := make(map[string][2]time.Time, n) // volume ID → sent, returned
 	vols := make([]*api.CSIVolume, n)
 	for i := range vols {
 		vols[i] = benchVolume(fmt.Sprintf("%s%04d", regPrefix, i))
@@ -327,11 +333,13 @@ func (b *bench) registerVolumes(ctx context.Context) ([]time.Duration, time.Dura
 	for _, v := range vols {
 		t := time.Now()
 		if _, err := c.CSIVolumes().Register(v, writeOpts(ctx)); err != nil {
-			return nil, 0, fmt.Errorf("registering volume %s: %w", v.ID, err)
+			return nil, 0, nil, fmt.Errorf("registering volume %s: %w", v.ID, err)
 		}
-		samples = append(samples, time.Since(t))
+		done := time.Now()
+		samples = append(samples, done.Sub(t))
+		times[v.ID] = [2]time.Time{t, done}
 	}
-	return samples, time.Since(start), nil
+	return samples, time.Since(start), times, nil
 }
 
 // registerBatches registers cfg.batches requests of cfg.batch new

@@ -28,6 +28,8 @@ const (
 	stepMounted = "mounted-event" // the CSI hook's "mounted" task event
 	stepStopped = "stop-called"   // the job's Deregister returned
 	stepFreed   = "freed-seen"    // a blocking volume list saw no claim
+	stepRegSent = "register-sent" // the bench calls Register (one volume)
+	stepRegDone = "register-done" // that call returned
 )
 
 // claimPath and stopPath are the steps of each path in order; a step
@@ -40,6 +42,12 @@ var (
 		steptrace.PublishSent, steptrace.Published, stepMounted}
 	stopPath = []string{stepStopped, steptrace.StopReceived, steptrace.KillSent, steptrace.TaskExited,
 		steptrace.PostrunStarted, steptrace.Unpublished, steptrace.ReleaseAnswered, stepFreed}
+	// registerPath is a one-volume register's (marked by its volume ID):
+	// proposed → applied is Raft (the WAL append, commit and hand-offs to
+	// the FSM goroutine) and the store's write.
+	registerPath = []string{stepRegSent, steptrace.RegisterReceived, steptrace.RegisterDecoded,
+		steptrace.RegisterProposed, steptrace.RegisterApplied, steptrace.RegisterCommitted,
+		steptrace.RegisterReplied, stepRegDone}
 )
 
 // traceMarks is what the trace file says: alloc ID → step → when (the
@@ -146,11 +154,35 @@ func marksOf(a allocTimes, tr traceMarks) map[string]time.Time {
 // breakdown is the median of each leg of path over allocs, in path order,
 // named name. It is pure.
 func breakdown(name string, path []string, allocs []allocTimes, tr traceMarks) []stepRow {
+	marks := make([]map[string]time.Time, 0, len(allocs))
+	for _, a := range allocs {
+		marks = append(marks, marksOf(a, tr))
+	}
+	return breakdownOf(name, path, marks)
+}
+
+// registerMarks joins the bench's send and return times of one-volume
+// registers (volume ID → [sent, done]) with the agent's trace marks.
+func registerMarks(times map[string][2]time.Time, tr traceMarks) []map[string]time.Time {
+	out := make([]map[string]time.Time, 0, len(times))
+	for id, t := range times {
+		at := map[string]time.Time{stepRegSent: t[0], stepRegDone: t[1]}
+		for step, when := range tr[id] {
+			at[step] = when
+		}
+		out = append(out, at)
+	}
+	return out
+}
+
+// breakdownOf is breakdown over each sample's marks (step → when). It is
+// pure.
+func breakdownOf(name string, path []string, marks []map[string]time.Time) []stepRow {
 	type key struct{ from, to string }
 	samples := map[key][]time.Duration{}
 	var order []key
-	for _, a := range allocs {
-		for _, l := range legs(path, marksOf(a, tr)) {
+	for _, at := range marks {
+		for _, l := range legs(path, at) {
 			k := key{l.From, l.To}
 			if _, ok := samples[k]; !ok {
 				order = append(order, k)
@@ -176,7 +208,7 @@ func writeSteps(w io.Writer, steps []stepRow) {
 	if len(steps) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\nwhere the time goes (client step trace; p50 of each leg, N allocs):\n")
+	fmt.Fprintf(w, "\nwhere the time goes (agent step trace; p50 of each leg over N allocs or volumes):\n")
 	path := ""
 	for _, s := range steps {
 		if s.Path != path {

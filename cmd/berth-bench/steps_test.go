@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -93,4 +94,30 @@ func TestMedianSteps_MedianOfEachLegAcrossRuns(t *testing.T) {
 	must.SliceLen(t, 2, got)
 	must.Eq(t, stepRow{Path: "p", From: claimPath[0], To: claimPath[1], N: 6, P50: 4}, got[0])
 	must.Eq(t, stepRow{Path: "p", From: claimPath[1], To: claimPath[2], N: 4, P50: 1}, got[1])
+}
+
+// A one-volume register's legs come from the bench's two times and the
+// agent's marks of that volume, in path order; another volume's marks
+// do not leak in.
+func TestRegisterMarks_LegsInPathOrder(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(us int) time.Time { return t0.Add(time.Duration(us) * time.Microsecond) }
+	tr := traceMarks{
+		"v1": {steptrace.RegisterReceived: at(100), steptrace.RegisterProposed: at(150),
+			steptrace.RegisterApplied: at(350), steptrace.RegisterCommitted: at(380)},
+		"other": {steptrace.RegisterReceived: at(1)},
+	}
+	times := map[string][2]time.Time{"v1": {t0, at(500)}}
+	steps := breakdownOf("register, 1 volume", registerPath, registerMarks(times, tr))
+	var got []string
+	for _, s := range steps {
+		got = append(got, fmt.Sprintf("%s→%s %s", s.From, s.To, s.P50))
+	}
+	must.Eq(t, []string{
+		"register-sent→register-received 100µs",
+		"register-received→register-proposed 50µs",
+		"register-proposed→register-applied 200µs",
+		"register-applied→register-committed 30µs",
+		"register-committed→register-done 120µs",
+	}, got)
 }

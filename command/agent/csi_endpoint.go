@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/berth-io/berth/api"
+	"github.com/berth-io/berth/helper/steptrace"
 	"github.com/berth-io/berth/nomad/structs"
 )
 
@@ -213,6 +214,7 @@ func (s *HTTPServer) csiVolumeCreate(w http.ResponseWriter, r *http.Request, id 
 // method, and answers Nomad's {"Volumes": [...], "Warnings": ""} with the
 // volumes as stored, which the Terraform provider reads.
 func (s *HTTPServer) csiVolumesWrite(w http.ResponseWriter, r *http.Request, id, method string) (any, error) {
+	steptrace.Mark(id, steptrace.RegisterReceived)
 	body, err := decodeVolumesBody(r)
 	if err != nil {
 		return nil, err
@@ -239,6 +241,10 @@ func (s *HTTPServer) csiVolumesWrite(w http.ResponseWriter, r *http.Request, id,
 	if method == "CSIVolume.Create" {
 		args = &structs.CSIVolumeCreateRequest{Volumes: vols, WriteRequest: wr}
 	}
+	one := len(vols) == 1 && vols[0] != nil && vols[0].ID == id
+	if one {
+		steptrace.Mark(id, steptrace.RegisterDecoded)
+	}
 	var reply structs.CSIVolumeRegisterResponse
 	if err := s.agent.RPC(method, args, &reply); err != nil {
 		return nil, err
@@ -258,6 +264,9 @@ func (s *HTTPServer) csiVolumesWrite(w http.ResponseWriter, r *http.Request, id,
 			return nil, err
 		}
 		out.Volumes = append(out.Volumes, av)
+	}
+	if one {
+		steptrace.Mark(id, steptrace.RegisterReplied)
 	}
 	return (*registerAnswer)(&out), nil
 }

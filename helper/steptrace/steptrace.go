@@ -1,9 +1,11 @@
 // Package steptrace records when an alloc passes each step of the
 // client's claim path (alloc received, persisted, Claim RPC sent and
 // answered, staged, published; on stop: kill sent, task exited,
-// unpublished, Unpublish RPC answered), so that cmd/berth-bench can say
-// where each millisecond of "alloc created → NodePublish done" and
-// "stop → claim freed" goes (README, Benchmarks).
+// unpublished, Unpublish RPC answered), and a one-volume register each
+// hop of the servers' write path (HTTP handler, endpoint, Raft, FSM), so
+// that cmd/berth-bench can say where each millisecond of "alloc created →
+// NodePublish done", "stop → claim freed" and "register 1 volume" goes
+// (README, Benchmarks).
 //
 // It is off unless the agent starts with $BERTH_STEP_TRACE naming a file:
 // then Mark appends one line "<unix nanos> <id> <step>" per call to it.
@@ -108,4 +110,25 @@ const (
 	Unpublished = "unpublished"
 	// ReleaseAnswered: the servers answered the CSIVolume.Unpublish RPC.
 	ReleaseAnswered = "release-answered"
+)
+
+// The steps of a one-volume register, marked with the volume's ID (a
+// register of several volumes is not marked).
+const (
+	// RegisterReceived: the agent's HTTP handler began the request.
+	RegisterReceived = "register-received"
+	// RegisterDecoded: the body is decoded and converted; the RPC is
+	// called next.
+	RegisterDecoded = "register-decoded"
+	// RegisterProposed: the endpoint checked the volume and encoded the
+	// entry; Raft's Apply is called next.
+	RegisterProposed = "register-proposed"
+	// RegisterApplied: the leader's FSM stored the volume (after the
+	// entry's WAL append and commit).
+	RegisterApplied = "register-applied"
+	// RegisterCommitted: the endpoint has Raft's answer.
+	RegisterCommitted = "register-committed"
+	// RegisterReplied: the HTTP handler built the answer; its JSON is
+	// written next.
+	RegisterReplied = "register-replied"
 )
