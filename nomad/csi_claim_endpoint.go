@@ -256,7 +256,7 @@ func (v *CSIVolumeEndpoint) Claim(args *structs.CSIVolumeClaimRequest, reply *st
 				vol.ID, alloc.ID, existing.Step.Describe())
 		}
 	}
-	plugin, err := snap.CSIPluginByID(nil, vol.PluginID)
+	plugin, err := snap.CSIPluginSummary(nil, vol.PluginID)
 	if err != nil {
 		return err
 	}

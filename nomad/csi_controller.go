@@ -266,15 +266,21 @@ func (e mayStillRun) Unwrap() []error { return []error{e.err, errMayStillRun} }
 // None gives a retryable error naming the plugin.
 func (s *Server) controllerNodes(pluginID string) ([]string, error) {
 	snap := s.State()
-	plugin, err := snap.CSIPluginByID(nil, pluginID)
+	plugin, err := snap.CSIPluginSummary(nil, pluginID)
 	if err != nil {
 		return nil, err
 	}
 	if plugin == nil {
 		return nil, structs.NewError(structs.CodeRetryable, "CSI plugin %q is not running on any node; start its plugin job", pluginID)
 	}
+	iter, err := snap.CSIPluginControllers(nil, pluginID)
+	if err != nil {
+		return nil, err
+	}
 	var connected, other []string
-	for nodeID, info := range plugin.Controllers {
+	for raw := iter.Next(); raw != nil; raw = iter.Next() {
+		in := raw.(*structs.CSIPluginInstance)
+		nodeID, info := in.NodeID, in.Controller
 		if info == nil || !info.Healthy {
 			continue
 		}

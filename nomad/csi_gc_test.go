@@ -12,7 +12,8 @@ import (
 func TestPluginsToGC(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	empty := func(id string) *structs.CSIPlugin { return &structs.CSIPlugin{ID: id} }
-	running := &structs.CSIPlugin{ID: "running", Nodes: map[string]*structs.CSIInfo{"n1": {PluginID: "running"}}}
+	// As the store's summary row has it: counts, no instance maps.
+	running := &structs.CSIPlugin{ID: "running", NodesExpected: 1}
 
 	cases := []struct {
 		name       string

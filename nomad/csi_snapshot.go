@@ -20,7 +20,7 @@ import (
 // pluginID advertises the capability has reports, or says which one is
 // missing, for what, and what to do instead.
 func (s *Server) controllerCapability(pluginID, what, capName string, has func(*structs.CSIControllerInfo) bool) error {
-	plugin, err := s.State().CSIPluginByID(nil, pluginID)
+	plugin, err := s.State().CSIPluginWithControllers(nil, pluginID)
 	if err != nil {
 		return err
 	}

@@ -249,7 +249,7 @@ func (v *CSIVolumeEndpoint) Delete(args *structs.CSIVolumeDeleteRequest, reply *
 // canCreateDelete checks that vol's plugin has a controller that creates
 // and deletes volumes.
 func (s *Server) canCreateDelete(vol *structs.CSIVolume, op string) error {
-	plugin, err := s.State().CSIPluginByID(nil, vol.PluginID)
+	plugin, err := s.State().CSIPluginWithControllers(nil, vol.PluginID)
 	if err != nil {
 		return err
 	}
@@ -274,7 +274,7 @@ func (s *Server) canCreateDelete(vol *structs.CSIVolume, op string) error {
 // volume's capabilities, for plugins that have controllers. plugin is the
 // volume's plugin as the request read it.
 func (s *Server) validateWithController(ctx context.Context, vol *structs.CSIVolume, plugin *structs.CSIPlugin) error {
-	if plugin == nil || len(plugin.Controllers) == 0 {
+	if plugin == nil || plugin.ControllersExpected == 0 {
 		return nil
 	}
 	validate := s.csiControllers.validate
@@ -382,7 +382,7 @@ func mutableChange(existing, update *structs.CSIVolume) map[string]string {
 // canModify checks that a controller of vol's plugin can change mutable
 // parameters (MODIFY_VOLUME), refusing with the fix otherwise.
 func (s *Server) canModify(vol *structs.CSIVolume, changes map[string]string) error {
-	plugin, err := s.State().CSIPluginByID(nil, vol.PluginID)
+	plugin, err := s.State().CSIPluginWithControllers(nil, vol.PluginID)
 	if err != nil {
 		return err
 	}
@@ -469,7 +469,7 @@ func (v *CSIVolumeEndpoint) expandLocked(ctx context.Context, existing *structs.
 	if maxBytes > 0 && maxBytes < minBytes {
 		return nil, 0, structs.NewError(structs.CodeInvalid, "expanding volume %q: capacity_max %d is below capacity_min %d", existing.ID, maxBytes, minBytes)
 	}
-	plugin, err := v.srv.State().CSIPluginByID(nil, existing.PluginID)
+	plugin, err := v.srv.State().CSIPluginWithControllers(nil, existing.PluginID)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -109,7 +109,7 @@ func (v *CSIVolumeEndpoint) Register(args *structs.CSIVolumeRegisterRequest, rep
 		if err != nil {
 			return err
 		}
-		if plugin == nil || len(plugin.Controllers) == 0 {
+		if plugin == nil || plugin.ControllersExpected == 0 {
 			continue
 		}
 		if ctx == nil {
@@ -281,7 +281,7 @@ func (r *registerReads) plugin(id string) (*structs.CSIPlugin, error) {
 	if p, ok := r.plugins[id]; ok {
 		return p, nil
 	}
-	p, err := r.snap.CSIPluginByID(nil, id)
+	p, err := r.snap.CSIPluginSummary(nil, id)
 	if err != nil {
 		return nil, err
 	}

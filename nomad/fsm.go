@@ -550,6 +550,10 @@ const (
 	fsmSnapACLToken  fsmSnapshotRecord = 9
 	// Kept versions of jobs (the version in force included).
 	fsmSnapJobVersion fsmSnapshotRecord = 10
+	// One node's instances of one CSI plugin. Snapshots written before
+	// they had their own table carry them in the plugin record instead;
+	// the restore moves them (state.StateRestore.CSIPluginRestore).
+	fsmSnapCSIPluginInstance fsmSnapshotRecord = 11
 )
 
 // fsmSnapshotVersion is the snapshot format this server writes and reads.
@@ -610,6 +614,9 @@ func (s *fsmSnapshot) persist(w io.Writer) error {
 			return s.snap.CSIVolumes(nil, structs.AllNamespaces)
 		}},
 		{fsmSnapCSIPlugin, state.TableCSIPlugins, func() (memdb.ResultIterator, error) { return s.snap.CSIPlugins(nil) }},
+		{fsmSnapCSIPluginInstance, state.TableCSIPluginInstances, func() (memdb.ResultIterator, error) {
+			return s.snap.AllCSIPluginInstances(nil)
+		}},
 		{fsmSnapACLPolicy, state.TableACLPolicies, func() (memdb.ResultIterator, error) { return s.snap.ACLPolicies(nil, "") }},
 		{fsmSnapACLToken, state.TableACLTokens, func() (memdb.ResultIterator, error) { return s.snap.ACLTokens(nil, "") }},
 		{fsmSnapJobVersion, state.TableJobVersions, func() (memdb.ResultIterator, error) { return s.snap.JobVersions(nil) }},
@@ -708,6 +715,8 @@ func readFSMSnapshot(r io.Reader, restore *state.StateRestore) error {
 			err = decodeRecord(dec, restore.ACLTokenRestore)
 		case fsmSnapJobVersion:
 			err = decodeRecord(dec, restore.JobVersionRestore)
+		case fsmSnapCSIPluginInstance:
+			err = decodeRecord(dec, restore.CSIPluginInstanceRestore)
 		default:
 			return fmt.Errorf("unknown snapshot record type %d (written by a newer server?)", record)
 		}

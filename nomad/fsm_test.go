@@ -487,6 +487,8 @@ func fsmDump(t *testing.T, s *state.StateStore) map[string][]any {
 	add(state.TableCSIVolumes, iter, err)
 	iter, err = s.CSIPlugins(nil)
 	add(state.TableCSIPlugins, iter, err)
+	iter, err = s.AllCSIPluginInstances(nil)
+	add(state.TableCSIPluginInstances, iter, err)
 	iter, err = s.JobVersions(nil)
 	add(state.TableJobVersions, iter, err)
 	iter, err = s.Indexes()
@@ -503,7 +505,7 @@ func TestFSM_SnapshotRestoreRoundTrip(t *testing.T) {
 	fsmMustApply(t, f, 9, structs.JobRegisterRequestType, &structs.JobRegisterRequest{Job: web2})
 	want := fsmDump(t, f.State())
 	for _, table := range []string{state.TableNodes, state.TableJobs, state.TableAllocs, state.TableEvals,
-		state.TableCSIVolumes, state.TableCSIPlugins, state.TableJobVersions, state.TableIndex} {
+		state.TableCSIVolumes, state.TableCSIPlugins, state.TableCSIPluginInstances, state.TableJobVersions, state.TableIndex} {
 		must.SliceNotEmpty(t, want[table], must.Sprint(table)) // every table is in the test
 	}
 	must.SliceLen(t, 2, want[state.TableJobVersions])
@@ -613,6 +615,74 @@ func withoutRecords(t *testing.T, data []byte, drop fsmSnapshotRecord) []byte {
 		}
 		out.WriteByte(byte(rec))
 		out.Write(obj)
+	}
+}
+
+// TestFSM_RestoreOldPluginFormat: a snapshot from a server that kept
+// every plugin instance in the plugin's maps (no instance records)
+// restores into the instance table, with the same plugins to every
+// reader, and node writes after it count right.
+func TestFSM_RestoreOldPluginFormat(t *testing.T) {
+	src := fsmTestFSM(t)
+	fsmPopulate(t, src)
+	full, err := src.State().CSIPluginByID(nil, "ebs")
+	must.NoError(t, err)
+	must.MapLen(t, 2, full.Nodes)
+	snap, err := src.Snapshot()
+	must.NoError(t, err)
+	sink := &fsmSink{}
+	must.NoError(t, snap.Persist(sink))
+	old := withoutRecords(t, sink.Bytes(), fsmSnapCSIPluginInstance)
+	old = replaceRecords(t, old, fsmSnapCSIPlugin, full) // the maps, as the older server wrote them
+
+	f := fsmTestFSM(t)
+	must.NoError(t, f.Restore(io.NopCloser(bytes.NewReader(old))))
+	got, err := f.State().CSIPluginByID(nil, "ebs")
+	must.NoError(t, err)
+	must.Eq(t, full.Nodes, got.Nodes)
+	must.Eq(t, [4]int{full.ControllersHealthy, full.ControllersExpected, full.NodesHealthy, full.NodesExpected},
+		[4]int{got.ControllersHealthy, got.ControllersExpected, got.NodesHealthy, got.NodesExpected})
+	for _, nodeID := range []string{"n1", "n2"} {
+		// One row per node; its ModifyIndex is the plugin's, the old
+		// format kept none per instance.
+		row, err := f.State().CSIPluginInstance(nil, "ebs", nodeID)
+		must.NoError(t, err)
+		must.Eq(t, full.Nodes[nodeID], row.Node)
+		must.Eq(t, full.ModifyIndex, row.ModifyIndex)
+	}
+
+	// A node going down after the restore is counted from the moved rows.
+	fsmMustApply(t, f, 40, structs.NodeUpdateStatusRequestType, &structs.NodeUpdateStatusRequest{NodeID: "n2", Status: structs.NodeStatusDown})
+	summary, err := f.State().CSIPluginSummary(nil, "ebs")
+	must.NoError(t, err)
+	must.Eq(t, 1, summary.NodesHealthy)
+	must.Eq(t, 2, summary.NodesExpected)
+}
+
+// replaceRecords re-encodes a snapshot with every record of type rec
+// replaced by obj.
+func replaceRecords(t *testing.T, data []byte, rec fsmSnapshotRecord, obj any) []byte {
+	t.Helper()
+	dec := codec.NewDecoder(bytes.NewReader(data), msgpack.Handle())
+	var out bytes.Buffer
+	enc := codec.NewEncoder(&out, msgpack.Handle())
+	var header codec.Raw
+	must.NoError(t, dec.Decode(&header))
+	out.Write(header)
+	for {
+		var r fsmSnapshotRecord
+		must.NoError(t, dec.Decode(&r))
+		out.WriteByte(byte(r))
+		if r == fsmSnapEnd {
+			return out.Bytes()
+		}
+		var raw codec.Raw
+		must.NoError(t, dec.Decode(&raw))
+		if r == rec {
+			must.NoError(t, enc.Encode(obj))
+			continue
+		}
+		out.Write(raw)
 	}
 }
 

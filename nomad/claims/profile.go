@@ -29,7 +29,7 @@ func ProfileOf(p *structs.CSIPlugin, reach bool) Profile {
 		return Profile{}
 	}
 	return Profile{
-		ControllerPublish: p.PublishUnpublish || (simbug.On(simbug.IgnoreCapability) && len(p.Controllers) > 0),
+		ControllerPublish: p.PublishUnpublish || (simbug.On(simbug.IgnoreCapability) && p.ControllersExpected > 0),
 		PublishReadOnly:   p.PublishUnpublish && p.PublishReadOnly,
 	}
 }

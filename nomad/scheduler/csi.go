@@ -202,7 +202,7 @@ func (p *placer) volumeUnusable(vol *structs.CSIVolume) (string, error) {
 	plugin, ok := p.plugins[vol.PluginID]
 	if !ok {
 		var err error
-		if plugin, err = p.st.CSIPluginByID(nil, vol.PluginID); err != nil {
+		if plugin, err = p.st.CSIPluginSummary(nil, vol.PluginID); err != nil {
 			return "", fmt.Errorf("reading CSI plugin %q: %w", vol.PluginID, err)
 		}
 		p.plugins[vol.PluginID] = plugin

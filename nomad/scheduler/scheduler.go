@@ -25,8 +25,9 @@ type State interface {
 	// CSIVolumesByNodeID iterates over the volumes (*structs.CSIVolume)
 	// with a live claim by an alloc on the node.
 	CSIVolumesByNodeID(ws memdb.WatchSet, nodeID string) (memdb.ResultIterator, error)
-	// CSIPluginByID returns a plugin, or nil.
-	CSIPluginByID(ws memdb.WatchSet, id string) (*structs.CSIPlugin, error)
+	// CSIPluginSummary returns a plugin's counts and flags (no instance
+	// maps), or nil.
+	CSIPluginSummary(ws memdb.WatchSet, id string) (*structs.CSIPlugin, error)
 }
 
 // Planner is how a scheduler changes the cluster. A scheduler calls it

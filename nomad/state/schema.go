@@ -19,9 +19,13 @@ const (
 	TableEvals       = "evals"
 	TableCSIVolumes  = "csi_volumes"
 	TableCSIPlugins  = "csi_plugins"
-	TableIndex       = "index"
-	TableACLPolicies = "acl_policies"
-	TableACLTokens   = "acl_tokens"
+	// TableCSIPluginInstances holds each node's instances of each plugin
+	// (structs.CSIPluginInstance); csi_plugins keeps a summary row per
+	// plugin.
+	TableCSIPluginInstances = "csi_plugin_instances"
+	TableIndex              = "index"
+	TableACLPolicies        = "acl_policies"
+	TableACLTokens          = "acl_tokens"
 )
 
 // Index names. Every table has IndexID; append "_prefix" to an index name
@@ -34,6 +38,9 @@ const (
 	IndexNamespace = "namespace"
 	IndexPluginID  = "plugin_id"
 	IndexModify    = "modify_index"
+	// IndexController indexes the plugin instance rows that hold a
+	// controller, by plugin ID.
+	IndexController = "controller"
 
 	prefixSuffix = "_prefix"
 )
@@ -105,6 +112,13 @@ func schema() *memdb.DBSchema {
 			Name: TableCSIPlugins,
 			Indexes: map[string]*memdb.IndexSchema{
 				IndexID: {Name: IndexID, Unique: true, Indexer: str("ID")},
+			},
+		},
+		TableCSIPluginInstances: {
+			Name: TableCSIPluginInstances,
+			Indexes: map[string]*memdb.IndexSchema{
+				IndexID:         {Name: IndexID, Unique: true, Indexer: instanceIDIndex{}},
+				IndexController: {Name: IndexController, AllowMissing: true, Indexer: instanceControllerIndex{}},
 			},
 		},
 		TableACLPolicies: {
@@ -274,6 +288,78 @@ func (volumePluginIndex) FromArgs(args ...any) ([]byte, error) {
 	id, ok := args[0].(string)
 	if !ok {
 		return nil, fmt.Errorf("volume plugin index: argument must be a string, got %T", args[0])
+	}
+	return nulTerminated(id), nil
+}
+
+// instanceIDIndex is csi_plugin_instances' primary index: PluginID, NUL,
+// NodeID, NUL. Its prefix form takes a whole plugin ID (every instance of
+// that plugin, and of no other whose ID merely starts the same).
+type instanceIDIndex struct{}
+
+var (
+	_ memdb.SingleIndexer = instanceIDIndex{}
+	_ memdb.PrefixIndexer = instanceIDIndex{}
+)
+
+func (instanceIDIndex) FromObject(raw any) (bool, []byte, error) {
+	in, ok := raw.(*structs.CSIPluginInstance)
+	if !ok {
+		return false, nil, fmt.Errorf("plugin instance index: unexpected type %T", raw)
+	}
+	if in.PluginID == "" || in.NodeID == "" {
+		return false, nil, nil
+	}
+	return true, nulTerminated(in.PluginID, in.NodeID), nil
+}
+
+func (instanceIDIndex) FromArgs(args ...any) ([]byte, error) {
+	if len(args) != 2 {
+		return nil, fmt.Errorf("plugin instance index: want 2 arguments (plugin, node), got %d", len(args))
+	}
+	plugin, node, err := twoStrings(args[0], args[1])
+	if err != nil {
+		return nil, err
+	}
+	return nulTerminated(plugin, node), nil
+}
+
+func (instanceIDIndex) PrefixFromArgs(args ...any) ([]byte, error) {
+	if len(args) != 1 {
+		return nil, fmt.Errorf("plugin instance index: want 1 argument (plugin), got %d", len(args))
+	}
+	id, ok := args[0].(string)
+	if !ok {
+		return nil, fmt.Errorf("plugin instance index: argument must be a string, got %T", args[0])
+	}
+	return nulTerminated(id), nil
+}
+
+// instanceControllerIndex indexes the instance rows with a controller by
+// plugin ID: the controllers of a plugin are read without walking its
+// node instances, one per node of the cluster.
+type instanceControllerIndex struct{}
+
+var _ memdb.SingleIndexer = instanceControllerIndex{}
+
+func (instanceControllerIndex) FromObject(raw any) (bool, []byte, error) {
+	in, ok := raw.(*structs.CSIPluginInstance)
+	if !ok {
+		return false, nil, fmt.Errorf("plugin controller index: unexpected type %T", raw)
+	}
+	if in.Controller == nil || in.PluginID == "" {
+		return false, nil, nil
+	}
+	return true, nulTerminated(in.PluginID), nil
+}
+
+func (instanceControllerIndex) FromArgs(args ...any) ([]byte, error) {
+	if len(args) != 1 {
+		return nil, fmt.Errorf("plugin controller index: want 1 argument, got %d", len(args))
+	}
+	id, ok := args[0].(string)
+	if !ok {
+		return nil, fmt.Errorf("plugin controller index: argument must be a string, got %T", args[0])
 	}
 	return nulTerminated(id), nil
 }

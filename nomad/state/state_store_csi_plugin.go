@@ -11,15 +11,22 @@ import (
 	"github.com/berth-io/berth/nomad/structs"
 )
 
-// The csi_plugins table is derived: nothing writes a plugin directly
-// except DeleteCSIPlugin. Each node write recomputes, for every plugin the
-// node reported before or reports now, that node's controller and node
-// instance from the node's fingerprint:
+// The csi_plugins and csi_plugin_instances tables are derived: nothing
+// writes them directly except DeleteCSIPlugin. Each node write recomputes,
+// for every plugin the node reported before or reports now, that node's
+// controller and node instance from the node's fingerprint:
 //
 //	node fingerprint (CSIControllerPlugins, CSINodePlugins)
 //	        │  node status down ──► instances kept, Healthy=false, "node down"
 //	        ▼
-//	plugin.Controllers[nodeID], plugin.Nodes[nodeID] ──► RecountHealth
+//	csi_plugin_instances row (plugin, node) ──► csi_plugins row: counts and flags
+//
+// The plugin's row is a summary (no instance maps): a node write changes
+// its own instance row and the summary's counts, never a structure that
+// grows with the cluster (issue 20: copying the plugin's map of every
+// node's instance on each node write made registering N nodes O(N²) in
+// the FSM). The summary is rewritten, with a new ModifyIndex, whenever an
+// instance changes, so a read watching it sees every instance change.
 //
 // A plugin whose last instance goes away stays, empty, until plugin GC
 // deletes it (DeleteCSIPlugin refuses a non-empty plugin).
@@ -27,8 +34,58 @@ import (
 // healthNodeDown is the health description of instances on a down node.
 const healthNodeDown = "node down"
 
-// CSIPluginByID returns the plugin, or nil. Do not mutate it.
+// CSIPluginByID returns the plugin with its instance maps filled in, or
+// nil: a new object each call, which callers may keep but must not
+// mutate (its instances are the store's). It reads every instance of the
+// plugin, one per node that runs it: reads that need only the counts and
+// flags use CSIPluginSummary, and those that need the controllers
+// CSIPluginControllers. ws fires on any change of the plugin or of one of
+// its instances.
 func (s *StateStore) CSIPluginByID(ws memdb.WatchSet, id string) (*structs.CSIPlugin, error) {
+	txn := s.db.Txn(false)
+	ch, raw, err := txn.FirstWatch(TableCSIPlugins, IndexID, id)
+	if err != nil {
+		return nil, fmt.Errorf("reading CSI plugin %q: %w", id, err)
+	}
+	ws.Add(ch)
+	if raw == nil {
+		return nil, nil
+	}
+	p := *raw.(*structs.CSIPlugin)
+	iter, err := txn.Get(TableCSIPluginInstances, IndexID+prefixSuffix, id)
+	if err != nil {
+		return nil, fmt.Errorf("reading instances of CSI plugin %q: %w", id, err)
+	}
+	if p.ControllersExpected > 0 {
+		p.Controllers = make(map[string]*structs.CSIInfo, p.ControllersExpected)
+	}
+	if p.NodesExpected > 0 {
+		p.Nodes = make(map[string]*structs.CSIInfo, p.NodesExpected)
+	}
+	for raw := iter.Next(); raw != nil; raw = iter.Next() {
+		in := raw.(*structs.CSIPluginInstance)
+		if in.Controller != nil {
+			if p.Controllers == nil {
+				p.Controllers = map[string]*structs.CSIInfo{}
+			}
+			p.Controllers[in.NodeID] = in.Controller
+		}
+		if in.Node != nil {
+			if p.Nodes == nil {
+				p.Nodes = map[string]*structs.CSIInfo{}
+			}
+			p.Nodes[in.NodeID] = in.Node
+		}
+	}
+	return &p, nil
+}
+
+// CSIPluginSummary returns the plugin's stored row, or nil: its counts
+// and flags, without instance maps (Controllers and Nodes are nil). It
+// costs the same whatever the number of nodes, and the same object is
+// returned until the plugin or one of its instances changes. Do not
+// mutate it.
+func (s *StateStore) CSIPluginSummary(ws memdb.WatchSet, id string) (*structs.CSIPlugin, error) {
 	raw, err := s.first(ws, TableCSIPlugins, IndexID, id)
 	if raw == nil || err != nil {
 		return nil, err
@@ -36,12 +93,72 @@ func (s *StateStore) CSIPluginByID(ws memdb.WatchSet, id string) (*structs.CSIPl
 	return raw.(*structs.CSIPlugin), nil
 }
 
-// CSIPlugins iterates over all plugins (*structs.CSIPlugin) by ID.
+// CSIPluginWithControllers returns the plugin with its Controllers map
+// filled in and Nodes nil, or nil: what a controller operation (create,
+// snapshot, expand) reads, without the node instances of every node.
+// A new object each call; do not mutate its instances.
+func (s *StateStore) CSIPluginWithControllers(ws memdb.WatchSet, id string) (*structs.CSIPlugin, error) {
+	txn := s.db.Txn(false)
+	ch, raw, err := txn.FirstWatch(TableCSIPlugins, IndexID, id)
+	if err != nil {
+		return nil, fmt.Errorf("reading CSI plugin %q: %w", id, err)
+	}
+	ws.Add(ch)
+	if raw == nil {
+		return nil, nil
+	}
+	p := *raw.(*structs.CSIPlugin)
+	iter, err := txn.Get(TableCSIPluginInstances, IndexController, id)
+	if err != nil {
+		return nil, fmt.Errorf("reading controllers of CSI plugin %q: %w", id, err)
+	}
+	for raw := iter.Next(); raw != nil; raw = iter.Next() {
+		in := raw.(*structs.CSIPluginInstance)
+		if p.Controllers == nil {
+			p.Controllers = map[string]*structs.CSIInfo{}
+		}
+		p.Controllers[in.NodeID] = in.Controller
+	}
+	return &p, nil
+}
+
+// CSIPluginControllers iterates over the instance rows of plugin id that
+// hold a controller (*structs.CSIPluginInstance, by node ID), without
+// reading its node instances.
+func (s *StateStore) CSIPluginControllers(ws memdb.WatchSet, id string) (memdb.ResultIterator, error) {
+	return s.list(ws, TableCSIPluginInstances, IndexController, id)
+}
+
+// CSIPluginInstances iterates over every instance row of plugin id
+// (*structs.CSIPluginInstance, by node ID).
+func (s *StateStore) CSIPluginInstances(ws memdb.WatchSet, id string) (memdb.ResultIterator, error) {
+	return s.list(ws, TableCSIPluginInstances, IndexID+prefixSuffix, id)
+}
+
+// CSIPluginInstance returns nodeID's instances of plugin id, or nil. Do
+// not mutate it.
+func (s *StateStore) CSIPluginInstance(ws memdb.WatchSet, id, nodeID string) (*structs.CSIPluginInstance, error) {
+	raw, err := s.first(ws, TableCSIPluginInstances, IndexID, id, nodeID)
+	if raw == nil || err != nil {
+		return nil, err
+	}
+	return raw.(*structs.CSIPluginInstance), nil
+}
+
+// AllCSIPluginInstances iterates over the instance rows of every plugin,
+// for snapshots.
+func (s *StateStore) AllCSIPluginInstances(ws memdb.WatchSet) (memdb.ResultIterator, error) {
+	return s.list(ws, TableCSIPluginInstances, IndexID)
+}
+
+// CSIPlugins iterates over all plugins by ID: their summary rows
+// (*structs.CSIPlugin without instance maps; see CSIPluginSummary).
 func (s *StateStore) CSIPlugins(ws memdb.WatchSet) (memdb.ResultIterator, error) {
 	return s.list(ws, TableCSIPlugins, IndexID)
 }
 
-// CSIPluginsByIDPrefix iterates over the plugins whose ID starts with prefix.
+// CSIPluginsByIDPrefix iterates over the summary rows of the plugins
+// whose ID starts with prefix.
 func (s *StateStore) CSIPluginsByIDPrefix(ws memdb.WatchSet, prefix string) (memdb.ResultIterator, error) {
 	return s.list(ws, TableCSIPlugins, IndexID+prefixSuffix, prefix)
 }
@@ -62,7 +179,7 @@ func (s *StateStore) DeleteCSIPlugin(index uint64, id string) error {
 	if !p.IsEmpty() {
 		return structs.NewError(structs.CodeConflict,
 			"CSI plugin %q is still running on nodes (%d controller and %d node instances); stop its jobs first",
-			id, len(p.Controllers), len(p.Nodes))
+			id, p.ControllersExpected, p.NodesExpected)
 	}
 	if err := txn.Delete(TableCSIPlugins, p); err != nil {
 		return fmt.Errorf("deleting CSI plugin %q: %w", id, err)
@@ -128,73 +245,65 @@ func pluginInstances(node *structs.Node) (controllers, nodes map[string]*structs
 // updatePluginInstancesTxn sets (or removes, when nil) nodeID's controller
 // and node instance of plugin id.
 //
-// A plugin holds one instance per node, so its cost must not grow with the
-// cluster (issue 20: copying and comparing the whole plugin on every node
-// write made registering N nodes O(N²) in the FSM). Only nodeID's own
-// instances are compared; when they and the provider are unchanged nothing
-// is written. Otherwise the plugin is copied shallowly: a map whose entry
-// changes is cloned (pointers only) and the others are shared with the
-// stored plugin. That is safe because stored instances, like every memdb
-// object, are never mutated in place.
+// Only nodeID's own instance row is read and compared; when it and the
+// provider are unchanged nothing is written. Otherwise the row is
+// replaced and the plugin's summary is copied (a small struct: it holds
+// no instances) with its counts and flags moved from the old instances to
+// the new (CSIPlugin.ReplaceInstances). So a node write costs the same at
+// 10 nodes and at 5,000.
 func updatePluginInstancesTxn(txn *writeTxn, id, nodeID string, controller, node *structs.CSIInfo) error {
 	existing, err := pluginTxn(txn, id)
 	if err != nil {
 		return err
 	}
-	if existing == nil && controller == nil && node == nil {
+	row, err := instanceTxn(txn, id, nodeID)
+	if err != nil {
+		return err
+	}
+	if existing == nil && row == nil && controller == nil && node == nil {
 		return nil
 	}
 	var p *structs.CSIPlugin
-	var oldController, oldNode *structs.CSIInfo
 	if existing != nil {
-		oldController, oldNode = existing.Controllers[nodeID], existing.Nodes[nodeID]
 		cp := *existing
 		p = &cp
 	} else {
 		p = &structs.CSIPlugin{ID: id, CreateIndex: txn.index}
 	}
-	controllerSame := reflect.DeepEqual(oldController, controller)
-	nodeSame := reflect.DeepEqual(oldNode, node)
-	if !controllerSame {
-		p.Controllers = withInstance(p.Controllers, nodeID, controller)
+	var oldController, oldNode *structs.CSIInfo
+	if row != nil {
+		oldController, oldNode = row.Controller, row.Node
 	}
-	if !nodeSame {
-		p.Nodes = withInstance(p.Nodes, nodeID, node)
-	}
+	same := reflect.DeepEqual(oldController, controller) && reflect.DeepEqual(oldNode, node)
 
-	// Provider and version come from the instance just written;
-	// ControllerRequired holds if any instance says so. Both stay as they
-	// were once the plugin is empty.
+	// Provider and version come from the instance just written. They stay
+	// as they were once the plugin is empty.
 	for _, info := range []*structs.CSIInfo{node, controller} {
 		if info != nil && info.Provider != "" {
 			p.Provider, p.Version = info.Provider, info.ProviderVersion
 		}
 	}
-	if existing != nil && controllerSame && nodeSame {
-		// Every other field is derived from the instances, which are
+	if existing != nil && same {
+		// The counts and flags derive from the instances, which are
 		// unchanged, so the stored values still hold.
 		if p.Provider == existing.Provider && p.Version == existing.Version {
 			return nil
 		}
 	} else {
-		if !p.IsEmpty() {
-			p.ControllerRequired = false
-			for _, m := range []map[string]*structs.CSIInfo{p.Controllers, p.Nodes} {
-				for _, info := range m {
-					p.ControllerRequired = p.ControllerRequired || info.RequiresControllerPlugin
+		p.ReplaceInstances(oldController, oldNode, controller, node)
+		switch {
+		case controller == nil && node == nil:
+			if row != nil {
+				if err := txn.Delete(TableCSIPluginInstances, row); err != nil {
+					return fmt.Errorf("removing node %q's instances of CSI plugin %q: %w", nodeID, id, err)
 				}
 			}
-		}
-		if len(p.Controllers) > 0 {
-			p.PublishUnpublish, p.PublishReadOnly = false, false
-			for _, info := range p.Controllers {
-				if ci := info.ControllerInfo; ci != nil {
-					p.PublishUnpublish = p.PublishUnpublish || ci.SupportsAttachDetach
-					p.PublishReadOnly = p.PublishReadOnly || ci.SupportsReadOnlyAttach
-				}
+		default:
+			in := &structs.CSIPluginInstance{PluginID: id, NodeID: nodeID, Controller: controller, Node: node, ModifyIndex: txn.index}
+			if err := txn.Insert(TableCSIPluginInstances, in); err != nil {
+				return fmt.Errorf("updating node %q's instances of CSI plugin %q: %w", nodeID, id, err)
 			}
 		}
-		p.RecountHealth()
 	}
 
 	p.ModifyIndex = txn.index
@@ -204,18 +313,15 @@ func updatePluginInstancesTxn(txn *writeTxn, id, nodeID string, controller, node
 	return nil
 }
 
-// withInstance returns a copy of m with nodeID's entry set to info (or
-// removed, when nil). m itself may be held by a stored plugin and is left
-// alone; the entries are shared.
-func withInstance(m map[string]*structs.CSIInfo, nodeID string, info *structs.CSIInfo) map[string]*structs.CSIInfo {
-	out := make(map[string]*structs.CSIInfo, len(m)+1)
-	maps.Copy(out, m)
-	if info == nil {
-		delete(out, nodeID)
-	} else {
-		out[nodeID] = info
+func instanceTxn(txn *writeTxn, id, nodeID string) (*structs.CSIPluginInstance, error) {
+	raw, err := txn.First(TableCSIPluginInstances, IndexID, id, nodeID)
+	if err != nil {
+		return nil, fmt.Errorf("reading node %q's instances of CSI plugin %q: %w", nodeID, id, err)
 	}
-	return out
+	if raw == nil {
+		return nil, nil
+	}
+	return raw.(*structs.CSIPluginInstance), nil
 }
 
 func pluginTxn(txn *writeTxn, id string) (*structs.CSIPlugin, error) {

@@ -2,8 +2,11 @@ package state
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 
+	"github.com/hashicorp/go-memdb"
 	"github.com/shoenig/test/must"
 
 	"github.com/berth-io/berth/nomad/structs"
@@ -311,4 +314,209 @@ func TestCSIPlugins_InstanceWriteIsCopyOnWrite(t *testing.T) {
 	must.Eq(t, before, old)
 	must.True(t, old.Nodes["n2"].Healthy)
 	must.MapContainsKey(t, old.Controllers, "n1")
+}
+
+// TestCSIPlugins_NodeWriteTouchesOnlyItsOwnRows: the instances live in
+// their own table (issue 20), so a node write changes that node's
+// instance row and the plugin's summary row, nothing sized by the
+// cluster: the other nodes' rows are the very objects they were, and the
+// summary holds no instance maps.
+func TestCSIPlugins_NodeWriteTouchesOnlyItsOwnRows(t *testing.T) {
+	s := testStore(t)
+	for i, id := range []string{"n1", "n2", "n3"} {
+		n := mockNode(id)
+		n.CSINodePlugins = map[string]*structs.CSIInfo{"ebs": csiInfo("ebs", false)}
+		must.NoError(t, s.UpsertNode(uint64(10+i), n))
+	}
+	n1, _ := s.CSIPluginInstance(nil, "ebs", "n1")
+	n3, _ := s.CSIPluginInstance(nil, "ebs", "n3")
+	must.NotNil(t, n1)
+
+	var changed []memdb.Change
+	s.SetCommitHook(func(_ uint64, ch memdb.Changes) { changed = append(changed, ch...) })
+	n2 := mockNode("n2")
+	bad := csiInfo("ebs", false)
+	bad.Healthy = false
+	n2.CSINodePlugins = map[string]*structs.CSIInfo{"ebs": bad}
+	must.NoError(t, s.UpsertNode(20, n2))
+
+	var tables []string
+	for _, ch := range changed {
+		tables = append(tables, ch.Table)
+		if in, ok := ch.After.(*structs.CSIPluginInstance); ok {
+			must.Eq(t, "n2", in.NodeID)
+			must.Eq(t, 20, in.ModifyIndex)
+		}
+	}
+	slices.Sort(tables)
+	must.Eq(t, []string{TableCSIPluginInstances, TableCSIPlugins, TableIndex, TableIndex, TableIndex, TableNodes}, tables)
+	again1, _ := s.CSIPluginInstance(nil, "ebs", "n1")
+	again3, _ := s.CSIPluginInstance(nil, "ebs", "n3")
+	must.True(t, n1 == again1 && n3 == again3, must.Sprint("other nodes' rows rewritten"))
+
+	summary, err := s.CSIPluginSummary(nil, "ebs")
+	must.NoError(t, err)
+	must.Nil(t, summary.Nodes)
+	must.Nil(t, summary.Controllers)
+	must.Eq(t, pluginCounts{0, 0, 2, 3}, counts(summary))
+	must.Eq(t, 20, summary.ModifyIndex)
+}
+
+// TestCSIPlugins_SummaryMatchesInstances: the summary's counts and flags,
+// kept one node write at a time, always equal what every instance says,
+// computed from scratch, over a long random run of node registrations,
+// status changes and deletions; and a restore, which recounts, agrees.
+func TestCSIPlugins_SummaryMatchesInstances(t *testing.T) {
+	s := testStore(t)
+	rng := rand.New(rand.NewPCG(20, 1))
+	info := func(controller bool) *structs.CSIInfo {
+		if rng.IntN(4) == 0 {
+			return nil
+		}
+		c := csiInfo("p", controller)
+		c.Healthy = rng.IntN(3) > 0
+		c.RequiresControllerPlugin = rng.IntN(2) == 0
+		if controller {
+			c.ControllerInfo = &structs.CSIControllerInfo{SupportsAttachDetach: rng.IntN(2) == 0, SupportsReadOnlyAttach: rng.IntN(2) == 0}
+		}
+		return c
+	}
+	// want computes the summary from the instance maps alone. A flag
+	// keeps its previous value where the plugin has no instance to say
+	// (ControllerRequired: none at all; the publish flags: no controller).
+	var prev *structs.CSIPlugin
+	want := func(full *structs.CSIPlugin) *structs.CSIPlugin {
+		w := &structs.CSIPlugin{Controllers: full.Controllers, Nodes: full.Nodes}
+		w.RecountHealth()
+		if prev != nil {
+			w.ControllerRequired, w.PublishUnpublish, w.PublishReadOnly = prev.ControllerRequired, prev.PublishUnpublish, prev.PublishReadOnly
+		}
+		if len(full.Controllers)+len(full.Nodes) > 0 {
+			w.ControllerRequired = false
+			for _, m := range []map[string]*structs.CSIInfo{full.Controllers, full.Nodes} {
+				for _, in := range m {
+					w.ControllerRequired = w.ControllerRequired || in.RequiresControllerPlugin
+				}
+			}
+		}
+		if len(full.Controllers) > 0 {
+			w.PublishUnpublish, w.PublishReadOnly = false, false
+			for _, in := range full.Controllers {
+				w.PublishUnpublish = w.PublishUnpublish || in.ControllerInfo.SupportsAttachDetach
+				w.PublishReadOnly = w.PublishReadOnly || in.ControllerInfo.SupportsReadOnlyAttach
+			}
+		}
+		w.Controllers, w.Nodes = nil, nil
+		return w
+	}
+	summaryOf := func(p *structs.CSIPlugin) [7]any {
+		return [7]any{p.ControllersHealthy, p.ControllersExpected, p.NodesHealthy, p.NodesExpected,
+			p.ControllerRequired, p.PublishUnpublish, p.PublishReadOnly}
+	}
+	registered := map[string]bool{}
+	for index := uint64(1); index <= 600; index++ {
+		id := fmt.Sprintf("n%d", rng.IntN(12))
+		switch op := rng.IntN(10); {
+		case op < 6 || !registered[id]:
+			n := mockNode(id)
+			if c := info(true); c != nil {
+				n.CSIControllerPlugins = map[string]*structs.CSIInfo{"p": c}
+			}
+			if c := info(false); c != nil {
+				n.CSINodePlugins = map[string]*structs.CSIInfo{"p": c}
+			}
+			must.NoError(t, s.UpsertNode(index, n))
+			registered[id] = true
+		case op < 9:
+			status := structs.NodeStatusDown
+			if rng.IntN(2) == 0 {
+				status = structs.NodeStatusReady
+			}
+			must.NoError(t, s.UpdateNodeStatus(index, id, status, "", int64(index)))
+		default:
+			must.NoError(t, s.DeleteNode(index, []string{id}))
+			delete(registered, id)
+		}
+		full, err := s.CSIPluginByID(nil, "p")
+		must.NoError(t, err)
+		if full == nil {
+			continue
+		}
+		w := want(full)
+		must.Eq(t, summaryOf(w), summaryOf(full), must.Sprintf("after write %d", index))
+		prev = w
+	}
+
+	// A restore recounts from the instance rows and gets the same.
+	dst := testStore(t)
+	r, err := dst.Restore()
+	must.NoError(t, err)
+	snap, _ := s.Snapshot()
+	iter, err := snap.CSIPlugins(nil)
+	must.NoError(t, err)
+	for raw := iter.Next(); raw != nil; raw = iter.Next() {
+		must.NoError(t, r.CSIPluginRestore(raw.(*structs.CSIPlugin)))
+	}
+	iter, err = snap.AllCSIPluginInstances(nil)
+	must.NoError(t, err)
+	for raw := iter.Next(); raw != nil; raw = iter.Next() {
+		must.NoError(t, r.CSIPluginInstanceRestore(raw.(*structs.CSIPluginInstance)))
+	}
+	must.NoError(t, r.Commit())
+	got, _ := dst.CSIPluginByID(nil, "p")
+	orig, _ := s.CSIPluginByID(nil, "p")
+	must.Eq(t, summaryOf(orig), summaryOf(got))
+	must.Eq(t, orig.Nodes, got.Nodes)
+	must.Eq(t, orig.Controllers, got.Controllers)
+}
+
+// TestCSIPlugins_RestoreMovesOldInstances: a snapshot written before the
+// instances had their own table carries them in the plugin's maps; the
+// restore moves them into instance rows and stores the summary, and node
+// writes after it adjust counts that are right.
+func TestCSIPlugins_RestoreMovesOldInstances(t *testing.T) {
+	s := testStore(t)
+	r, err := s.Restore()
+	must.NoError(t, err)
+	n1, n2 := mockNode("n1"), mockNode("n2")
+	n1.CSIControllerPlugins = map[string]*structs.CSIInfo{"ebs": csiInfo("ebs", true)}
+	n1.CSINodePlugins = map[string]*structs.CSIInfo{"ebs": csiInfo("ebs", false)}
+	n2.CSINodePlugins = map[string]*structs.CSIInfo{"ebs": csiInfo("ebs", false)}
+	for _, n := range []*structs.Node{n1, n2} {
+		n.CreateIndex, n.ModifyIndex = 5, 5
+		must.NoError(t, r.NodeRestore(n))
+	}
+	// As an older server stored it: every instance in the plugin, counts
+	// as it last computed them.
+	old := &structs.CSIPlugin{ID: "ebs", Provider: "org.example.ebs", Version: "1.0.0", ControllerRequired: true,
+		PublishUnpublish: true,
+		Controllers:      map[string]*structs.CSIInfo{"n1": csiInfo("ebs", true)},
+		Nodes:            map[string]*structs.CSIInfo{"n1": csiInfo("ebs", false), "n2": csiInfo("ebs", false)},
+		CreateIndex:      5, ModifyIndex: 5}
+	old.RecountHealth()
+	must.NoError(t, r.CSIPluginRestore(old))
+	must.NoError(t, r.Commit())
+
+	summary, _ := s.CSIPluginSummary(nil, "ebs")
+	must.Nil(t, summary.Nodes)
+	must.Eq(t, pluginCounts{1, 1, 2, 2}, counts(summary))
+	row, _ := s.CSIPluginInstance(nil, "ebs", "n1")
+	must.NotNil(t, row.Controller)
+	must.NotNil(t, row.Node)
+	full, _ := s.CSIPluginByID(nil, "ebs")
+	must.Eq(t, old.Nodes, full.Nodes)
+	must.Eq(t, old.Controllers, full.Controllers)
+
+	// Unchanged fingerprint: nothing written, as on the store that wrote
+	// the snapshot.
+	must.NoError(t, s.UpsertNode(6, n2))
+	again, _ := s.CSIPluginSummary(nil, "ebs")
+	must.Eq(t, 5, again.ModifyIndex)
+	// n1 goes, and the controller's flags stay while none is left.
+	must.NoError(t, s.DeleteNode(7, []string{"n1"}))
+	summary, _ = s.CSIPluginSummary(nil, "ebs")
+	must.Eq(t, pluginCounts{0, 0, 1, 1}, counts(summary))
+	must.True(t, summary.PublishUnpublish)
+	row, _ = s.CSIPluginInstance(nil, "ebs", "n1")
+	must.Nil(t, row)
 }

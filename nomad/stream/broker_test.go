@@ -162,3 +162,21 @@ func TestFromChanges_ClaimTransitions(t *testing.T) {
 		must.Eq(t, 7, e.Index)
 	}
 }
+
+// TestFromChanges_PluginEventCarriesTheChangedInstances: the store's
+// plugin row has no instance maps; its event shows the counts and the
+// instances that write set, so a node write's event names that node.
+func TestFromChanges_PluginEventCarriesTheChangedInstances(t *testing.T) {
+	summary := &structs.CSIPlugin{ID: "ebs", NodesHealthy: 1, NodesExpected: 2}
+	in := &structs.CSIPluginInstance{PluginID: "ebs", NodeID: "n2", Node: &structs.CSIInfo{PluginID: "ebs"}}
+	b := FromChanges(9, memdb.Changes{
+		{Table: state.TableCSIPlugins, After: summary},
+		{Table: state.TableCSIPluginInstances, After: in},
+	})
+	must.Len(t, 1, b.Events)
+	p := b.Events[0].Payload.(*structs.CSIPlugin)
+	must.Eq(t, map[string]*structs.CSIInfo{"n2": in.Node}, p.Nodes)
+	must.Nil(t, p.Controllers)
+	must.Eq(t, 2, p.NodesExpected)
+	must.Nil(t, summary.Nodes) // the store's row is left alone
+}

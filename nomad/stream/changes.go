@@ -20,6 +20,7 @@ func FromChanges(index uint64, changes memdb.Changes) Batch {
 		e.Index = index
 		b.Events = append(b.Events, e)
 	}
+	instances := changedInstances(changes)
 	for _, ch := range changes {
 		switch ch.Table {
 		case state.TableJobs:
@@ -63,7 +64,7 @@ func FromChanges(index uint64, changes memdb.Changes) Batch {
 			}
 		case state.TableCSIPlugins:
 			if p, ok := after[*structs.CSIPlugin](ch); ok {
-				add(Event{Topic: TopicCSIPlugin, Type: TypeCSIPluginUpdated, Key: p.ID, Payload: p})
+				add(Event{Topic: TopicCSIPlugin, Type: TypeCSIPluginUpdated, Key: p.ID, Payload: withInstances(p, instances[p.ID])})
 			} else if p, ok := before[*structs.CSIPlugin](ch); ok {
 				add(Event{Topic: TopicCSIPlugin, Type: TypeCSIPluginDeregistered, Key: p.ID, Payload: p})
 			}
@@ -90,6 +91,51 @@ func FromChanges(index uint64, changes memdb.Changes) Batch {
 		}
 	}
 	return b
+}
+
+// changedInstances collects the plugin instance rows written (not
+// removed) at this index, by plugin ID.
+func changedInstances(changes memdb.Changes) map[string][]*structs.CSIPluginInstance {
+	var out map[string][]*structs.CSIPluginInstance
+	for _, ch := range changes {
+		if ch.Table != state.TableCSIPluginInstances {
+			continue
+		}
+		if in, ok := after[*structs.CSIPluginInstance](ch); ok {
+			if out == nil {
+				out = map[string][]*structs.CSIPluginInstance{}
+			}
+			out[in.PluginID] = append(out[in.PluginID], in)
+		}
+	}
+	return out
+}
+
+// withInstances is the payload of a CSIPlugin event: the plugin's counts
+// and flags, and in its Controllers and Nodes the instances this write
+// set (not every node's: the store keeps them apart, and filling in
+// every one would make each node write cost as many as there are nodes).
+// An instance this write removed is in neither map.
+func withInstances(p *structs.CSIPlugin, changed []*structs.CSIPluginInstance) *structs.CSIPlugin {
+	if len(changed) == 0 {
+		return p
+	}
+	out := *p
+	for _, in := range changed {
+		if in.Controller != nil {
+			if out.Controllers == nil {
+				out.Controllers = map[string]*structs.CSIInfo{}
+			}
+			out.Controllers[in.NodeID] = in.Controller
+		}
+		if in.Node != nil {
+			if out.Nodes == nil {
+				out.Nodes = map[string]*structs.CSIInfo{}
+			}
+			out.Nodes[in.NodeID] = in.Node
+		}
+	}
+	return &out
 }
 
 func after[T any](ch memdb.Change) (T, bool) {

@@ -266,7 +266,7 @@ func (w *Watcher) Profile(snap *state.StateSnapshot, vol *structs.CSIVolume) (cl
 	if w.cfg.Controller == nil {
 		return claims.Profile{}, nil
 	}
-	p, err := snap.CSIPluginByID(nil, vol.PluginID)
+	p, err := snap.CSIPluginSummary(nil, vol.PluginID)
 	if err != nil {
 		return claims.Profile{}, err
 	}
@@ -693,7 +693,7 @@ func (w *Watcher) scan(sc *scanner, full bool) (gauges, error) {
 		k := volumeKey{vol.Namespace, vol.ID}
 		obs := &observed{vol: vol, allocs: map[string]*structs.Allocation{}, nodes: map[string]*structs.Node{}}
 		if w.cfg.Controller != nil {
-			if obs.plugin, err = snap.CSIPluginByID(nil, vol.PluginID); err != nil {
+			if obs.plugin, err = snap.CSIPluginSummary(nil, vol.PluginID); err != nil {
 				return gauges{}, err
 			}
 		}
