@@ -5,6 +5,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/berth-io/berth/nomad/state"
@@ -24,27 +25,22 @@ import (
 // Changes are diffed from the nodes Run read before the loops started
 // (Term.readStart): what the previous leader saw is not acted on again,
 // and a node that registers while the term starts is not missed. The
-// first pass starts the heartbeat deadlines: every non-down node gets TTL
-// plus grace to heartbeat the new leader.
+// first pass reads every node and starts the heartbeat deadlines: every
+// non-down node gets TTL plus grace to heartbeat the new leader. Later
+// passes read only the nodes written since the last one (nodePass), so a
+// node write costs the leader the same at 10 nodes and at 5,000.
 func (s *server) watchNodes(ctx context.Context, sc *Term) {
 	logger := s.logger.Named("node_watcher")
-	prev := sc.startNodes
+	var view *nodeView
 	var index uint64
 	for attempt := 0; ; {
 		idx, err := s.waitForTables(ctx, index, state.TableNodes)
 		if ctx.Err() != nil {
 			return
 		}
-		var cur map[string]*structs.Node
-		var snap *state.StateSnapshot
+		var next *nodeView
 		if err == nil {
-			snap, err = s.config.State().Snapshot()
-		}
-		if err == nil {
-			cur, err = readNodes(snap)
-		}
-		if err == nil && prev != nil {
-			err = s.reactToNodes(snap, sc, diffNodes(prev, cur), idx)
+			next, err = s.nodePass(sc, view)
 		}
 		if err != nil {
 			logger.Warn("reacting to node changes failed; retrying", "error", err)
@@ -54,20 +50,103 @@ func (s *server) watchNodes(ctx context.Context, sc *Term) {
 			attempt++
 			continue
 		}
-		for id, n := range cur {
-			if n.Status == structs.NodeStatusDown {
-				sc.heartbeats.untrack(id)
-			} else {
-				sc.heartbeats.track(id)
+		attempt, index, view = 0, max(idx, 1), next
+	}
+}
+
+// nodeView is what the node watcher knows between passes: every node as
+// of the nodes table's index, and the index of the last node deletion
+// then.
+type nodeView struct {
+	nodes   map[string]*structs.Node
+	index   uint64
+	deleted uint64
+}
+
+// nodePass reads what changed since view (nil: nothing read yet this
+// term), reacts to it, updates the heartbeat deadlines, and returns the
+// new view. The first pass, and any pass after a node was deleted (a
+// deletion leaves no row to find by index), reads every node and diffs
+// the whole table against the last one (the term's start read, on the
+// first pass); the others read only the nodes written since view's index
+// and reuse view's map. view is changed only when the pass succeeds: a
+// failed pass is retried from the same view, so no change is lost.
+func (s *server) nodePass(sc *Term, view *nodeView) (*nodeView, error) {
+	snap, err := s.config.State().Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	next := &nodeView{}
+	if next.index, err = snap.Index(state.TableNodes); err != nil {
+		return nil, err
+	}
+	if next.deleted, err = snap.NodesDeletedIndex(); err != nil {
+		return nil, err
+	}
+	if view == nil || next.deleted > view.deleted || next.index < view.index {
+		// next.index < view.index: a restored snapshot went back.
+		if next.nodes, err = s.readNodes(snap); err != nil {
+			return nil, err
+		}
+		prev := sc.startNodes
+		if view != nil {
+			prev = view.nodes
+		}
+		if prev != nil {
+			if err := s.reactToNodes(snap, sc, diffNodes(prev, next.nodes), next.index); err != nil {
+				return nil, err
 			}
+		}
+		for id, n := range next.nodes {
+			trackHeartbeat(sc, id, n)
 		}
 		for id := range prev {
-			if cur[id] == nil {
+			if next.nodes[id] == nil {
 				sc.heartbeats.untrack(id)
 			}
 		}
-		attempt, index, prev = 0, max(idx, 1), cur
+		return next, nil
 	}
+	iter, err := snap.NodesModifiedSince(nil, view.index)
+	if err != nil {
+		return nil, err
+	}
+	var changed []*structs.Node
+	for raw := iter.Next(); raw != nil; raw = iter.Next() {
+		changed = append(changed, raw.(*structs.Node))
+	}
+	s.nodesRead.Add(uint64(len(changed)))
+	slices.SortFunc(changed, func(a, b *structs.Node) int { return strings.Compare(a.ID, b.ID) })
+	var ch nodeChanges
+	for _, n := range changed {
+		diffNode(&ch, view.nodes[n.ID], n)
+	}
+	if err := s.reactToNodes(snap, sc, ch, next.index); err != nil {
+		return nil, err
+	}
+	next.nodes = view.nodes
+	for _, n := range changed {
+		next.nodes[n.ID] = n
+		trackHeartbeat(sc, n.ID, n)
+	}
+	return next, nil
+}
+
+// trackHeartbeat gives a node that is not down a heartbeat deadline
+// (when it has none) and drops a down node's.
+func trackHeartbeat(sc *Term, id string, n *structs.Node) {
+	if n.Status == structs.NodeStatusDown {
+		sc.heartbeats.untrack(id)
+	} else {
+		sc.heartbeats.track(id)
+	}
+}
+
+// readNodes reads every node of snap, by ID.
+func (s *server) readNodes(snap *state.StateSnapshot) (map[string]*structs.Node, error) {
+	nodes, err := readNodes(snap)
+	s.nodesRead.Add(uint64(len(nodes)))
+	return nodes, err
 }
 
 func readNodes(snap *state.StateSnapshot) (map[string]*structs.Node, error) {
@@ -134,14 +213,7 @@ type nodeChanges struct {
 func diffNodes(prev, cur map[string]*structs.Node) nodeChanges {
 	var ch nodeChanges
 	for _, id := range slices.Sorted(maps.Keys(cur)) {
-		n, p := cur[id], prev[id]
-		if n == p || !n.Ready() {
-			continue
-		}
-		if p == nil || !p.Ready() || fingerprintChanged(p, n) {
-			ch.schedulable = append(ch.schedulable, id)
-			ch.capacityGrew = true
-		}
+		diffNode(&ch, prev[id], cur[id])
 	}
 	for _, id := range slices.Sorted(maps.Keys(prev)) {
 		if cur[id] == nil {
@@ -149,6 +221,18 @@ func diffNodes(prev, cur map[string]*structs.Node) nodeChanges {
 		}
 	}
 	return ch
+}
+
+// diffNode adds to ch what changed from node p (nil: not known before) to
+// n, a node as stored now.
+func diffNode(ch *nodeChanges, p, n *structs.Node) {
+	if n == p || !n.Ready() {
+		return
+	}
+	if p == nil || !p.Ready() || fingerprintChanged(p, n) {
+		ch.schedulable = append(ch.schedulable, n.ID)
+		ch.capacityGrew = true
+	}
 }
 
 // fingerprintChanged reports whether a node changed in what scheduling

@@ -11,6 +11,7 @@ package leader
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -56,6 +57,10 @@ type Config struct {
 type server struct {
 	config Config
 	logger hclog.Logger
+
+	// nodesRead counts the nodes the node watcher has read, for tests
+	// that it reads only what changed.
+	nodesRead atomic.Uint64
 }
 
 func (s *server) raftApply(t structs.MessageType, msg any) (uint64, error) {

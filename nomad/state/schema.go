@@ -66,6 +66,7 @@ func schema() *memdb.DBSchema {
 			Indexes: map[string]*memdb.IndexSchema{
 				IndexID:       {Name: IndexID, Unique: true, Indexer: str("ID")},
 				IndexSecretID: {Name: IndexSecretID, AllowMissing: true, Indexer: str("SecretID")},
+				IndexModify:   {Name: IndexModify, Indexer: modifyIndexIndex{}},
 			},
 		},
 		TableJobs: {
@@ -178,20 +179,26 @@ func (claimNodesIndex) FromArgs(args ...any) ([]byte, error) {
 	return []byte(id + "\x00"), nil
 }
 
-// modifyIndexIndex indexes a CSI volume by its ModifyIndex, big-endian so
-// that the keys sort as the indexes do (memdb's UintFieldIndex writes
-// varints, which do not): CSIVolumesModifiedSince reads only the volumes
-// written after an index instead of the whole table.
+// modifyIndexIndex indexes a CSI volume or a node by its ModifyIndex,
+// big-endian so that the keys sort as the indexes do (memdb's
+// UintFieldIndex writes varints, which do not): CSIVolumesModifiedSince
+// and NodesModifiedSince read only the objects written after an index
+// instead of the whole table.
 type modifyIndexIndex struct{}
 
 var _ memdb.SingleIndexer = modifyIndexIndex{}
 
 func (modifyIndexIndex) FromObject(raw any) (bool, []byte, error) {
-	v, ok := raw.(*structs.CSIVolume)
-	if !ok {
+	var idx uint64
+	switch o := raw.(type) {
+	case *structs.CSIVolume:
+		idx = o.ModifyIndex
+	case *structs.Node:
+		idx = o.ModifyIndex
+	default:
 		return false, nil, fmt.Errorf("modify index index: unexpected type %T", raw)
 	}
-	return true, binary.BigEndian.AppendUint64(nil, v.ModifyIndex), nil
+	return true, binary.BigEndian.AppendUint64(nil, idx), nil
 }
 
 func (modifyIndexIndex) FromArgs(args ...any) ([]byte, error) {

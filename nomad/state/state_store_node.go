@@ -35,6 +35,30 @@ func (s *StateStore) Nodes(ws memdb.WatchSet) (memdb.ResultIterator, error) {
 	return s.list(ws, TableNodes, IndexID)
 }
 
+// NodesModifiedSince iterates over the nodes written after index, in the
+// order of their ModifyIndex: a reader that remembers the nodes table's
+// index it last read (the leader's node watcher) reads what changed, not
+// every node. Every node write sets ModifyIndex to its Raft index. A
+// deleted node leaves no row: NodesDeletedIndex says when one went.
+func (s *StateStore) NodesModifiedSince(ws memdb.WatchSet, index uint64) (memdb.ResultIterator, error) {
+	iter, err := s.db.Txn(false).LowerBound(TableNodes, IndexModify, index+1)
+	if err != nil {
+		return nil, fmt.Errorf("listing %s by %s: %w", TableNodes, IndexModify, err)
+	}
+	ws.Add(iter.WatchCh())
+	return iter, nil
+}
+
+// NodesDeletedIndex returns the Raft index of the last write that deleted
+// a node, or 0.
+func (s *StateStore) NodesDeletedIndex() (uint64, error) {
+	return s.Index(indexKeyNodesDeleted)
+}
+
+// indexKeyNodesDeleted is the index table's row of the last node
+// deletion: the table's own row counts every node write.
+const indexKeyNodesDeleted = "nodes_deleted"
+
 // NodesByIDPrefix iterates over the nodes whose ID starts with prefix.
 func (s *StateStore) NodesByIDPrefix(ws memdb.WatchSet, prefix string) (memdb.ResultIterator, error) {
 	return s.list(ws, TableNodes, IndexID+prefixSuffix, prefix)
@@ -107,6 +131,7 @@ func (s *StateStore) DeleteNode(index uint64, ids []string) error {
 		if err := txn.Delete(TableNodes, prev); err != nil {
 			return fmt.Errorf("deleting node %q: %w", id, err)
 		}
+		txn.tables[indexKeyNodesDeleted] = struct{}{}
 		if err := updateNodePluginsTxn(txn, prev, nil); err != nil {
 			return err
 		}
