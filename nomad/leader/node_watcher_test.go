@@ -236,3 +236,60 @@ func TestWatchNodes_LoopReadsOnlyWhatChanged(t *testing.T) {
 	})
 	must.Eq(t, first+2, sc.srv.nodesRead.Load())
 }
+
+// BenchmarkNodePass measures one node watcher pass after one node write
+// with K nodes (issue 20): "changed" is the pass as it runs now, reading
+// the node written; "reread" is what every pass did before, reading and
+// diffing every node.
+func BenchmarkNodePass(b *testing.B) {
+	for _, k := range []int{100, 1000, 5000} {
+		for _, kind := range []string{"changed", "reread"} {
+			b.Run(fmt.Sprintf("K=%d/%s", k, kind), func(b *testing.B) {
+				store, err := state.NewStateStore(nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				r := &storeRaft{store: store}
+				for i := range k {
+					if err := store.UpsertNode(r.next(), watchedNode(fmt.Sprintf("n%05d", i))); err != nil {
+						b.Fatal(err)
+					}
+				}
+				sc := NewTerm(Config{State: func() *state.StateStore { return store }, Raft: r,
+					HeartbeatTTL: time.Minute, HeartbeatGrace: time.Minute})
+				sc.readStart()
+				view, err := sc.srv.nodePass(sc, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n := watchedNode("n00000")
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := range b.N {
+					n = n.Copy()
+					n.StatusDescription = fmt.Sprint(i) // a write the watcher reads and ignores
+					if err := store.UpsertNode(r.next(), n); err != nil {
+						b.Fatal(err)
+					}
+					switch kind {
+					case "changed":
+						if view, err = sc.srv.nodePass(sc, view); err != nil {
+							b.Fatal(err)
+						}
+					case "reread":
+						snap, err := store.Snapshot()
+						if err != nil {
+							b.Fatal(err)
+						}
+						cur, err := readNodes(snap)
+						if err != nil {
+							b.Fatal(err)
+						}
+						diffNodes(view.nodes, cur)
+						view.nodes = cur
+					}
+				}
+			})
+		}
+	}
+}
