@@ -124,6 +124,7 @@ type planState interface {
 	AllocsByNode(ws memdb.WatchSet, nodeID string) ([]*structs.Allocation, error)
 	JobByID(ws memdb.WatchSet, ns, id string) (*structs.Job, error)
 	CSIVolumeByID(ws memdb.WatchSet, ns, id string) (*structs.CSIVolume, error)
+	evalsOfJob
 }
 
 // evaluatePlan decides what of plan still holds against st (see the
@@ -229,6 +230,20 @@ func evaluatePlan(st planState, plan *structs.Plan, now int64) (*structs.PlanRes
 			}
 			req.AllocsUpdated = append(req.AllocsUpdated, stripJob(a, storedJob))
 		}
+	}
+	if plan.Final != nil && len(result.Rejected) == 0 {
+		// The eval ends with this entry, as UpdateEval would have ended
+		// it in the next one.
+		evals := append(slices.Clip(req.Evals), plan.Final)
+		if plan.Final.Status == structs.EvalStatusComplete && plan.Final.BlockedEval == "" {
+			stale, err := blockedEvalsOfJob(st, plan.Final, descPlacedAll, now)
+			if err != nil {
+				return nil, nil, err
+			}
+			evals = append(evals, stale...)
+		}
+		req.Evals = evals
+		result.FinalWritten = true
 	}
 	return result, req, nil
 }

@@ -69,7 +69,9 @@ func TestEvaluatePlan_RejectsWhatNoLongerFits(t *testing.T) {
 
 	existing := planAlloc("existing", "n1", stored, 100)
 	existing.EvalID = "e2" // an in-place update
-	plan := &structs.Plan{EvalID: "e2", Job: stored}
+	// The eval's end rides the plan only if the plan commits whole.
+	plan := &structs.Plan{EvalID: "e2", Job: stored, Final: &structs.Evaluation{ID: "e2", Namespace: "default", JobID: "web",
+		Status: structs.EvalStatusComplete}}
 	plan.AppendStop("n1", &structs.AllocStopUpdate{AllocID: "old", DesiredStatus: structs.AllocDesiredStatusStop})
 	plan.AppendAlloc(existing, nil)
 	plan.AppendAlloc(planAlloc("p1", "n1", stored, 400), nil)
@@ -98,6 +100,8 @@ func TestEvaluatePlan_RejectsWhatNoLongerFits(t *testing.T) {
 	must.False(t, full)
 	must.Eq(t, 11, expected)
 	must.Eq(t, 5, actual)
+	must.False(t, result.FinalWritten)
+	must.SliceEmpty(t, req.Evals)
 
 	must.SliceLen(t, 1, req.AllocsStopped)
 	var updated []string

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-memdb"
 
 	"github.com/berth-io/berth/nomad/scheduler"
-	"github.com/berth-io/berth/nomad/state"
 	"github.com/berth-io/berth/nomad/structs"
 )
 
@@ -123,7 +123,7 @@ func (p *workerPlanner) SubmitPlan(ctx context.Context, plan *structs.Plan) (*st
 func (p *workerPlanner) UpdateEval(_ context.Context, e *structs.Evaluation) error {
 	evals := []*structs.Evaluation{e}
 	if e.Status == structs.EvalStatusComplete && e.BlockedEval == "" {
-		stale, err := p.blockedOfJob(e, "canceled: a later eval placed every alloc of the job")
+		stale, err := p.blockedOfJob(e, descPlacedAll)
 		if err != nil {
 			return err
 		}
@@ -156,15 +156,24 @@ func (p *workerPlanner) CreateEval(_ context.Context, e *structs.Evaluation) err
 // blockedOfJob returns, canceled with desc, the blocked evals of e's job
 // other than e.
 func (p *workerPlanner) blockedOfJob(e *structs.Evaluation, desc string) ([]*structs.Evaluation, error) {
-	return blockedEvalsOfJob(p.w.srv.config.State(), e, desc)
+	return blockedEvalsOfJob(p.w.srv.config.State(), e, desc, time.Now().UnixNano())
 }
 
-func blockedEvalsOfJob(store *state.StateStore, e *structs.Evaluation, desc string) ([]*structs.Evaluation, error) {
-	evals, err := store.EvalsByJob(nil, e.Namespace, e.JobID)
+// descPlacedAll says why a completed eval that placed everything cancels
+// its job's blocked evals (UpdateEval, or the plan applier for a plan
+// carrying the eval's end).
+const descPlacedAll = "canceled: a later eval placed every alloc of the job"
+
+// evalsOfJob reads a job's evals: a state store or snapshot.
+type evalsOfJob interface {
+	EvalsByJob(ws memdb.WatchSet, ns, jobID string) ([]*structs.Evaluation, error)
+}
+
+func blockedEvalsOfJob(st evalsOfJob, e *structs.Evaluation, desc string, now int64) ([]*structs.Evaluation, error) {
+	evals, err := st.EvalsByJob(nil, e.Namespace, e.JobID)
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now().UnixNano()
 	var out []*structs.Evaluation
 	for _, b := range evals {
 		if b.ID == e.ID || b.Status != structs.EvalStatusBlocked {

@@ -24,6 +24,8 @@ type storeRaft struct {
 	mu         sync.Mutex
 	index      uint64
 	beforePlan func(next func() uint64)
+	// types are the entries applied, in order.
+	types []structs.MessageType
 }
 
 func (r *storeRaft) next() uint64 { r.index++; return r.index }
@@ -31,6 +33,7 @@ func (r *storeRaft) next() uint64 { r.index++; return r.index }
 func (r *storeRaft) Apply(t structs.MessageType, msg any) (uint64, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.types = append(r.types, t)
 	switch t {
 	case structs.ApplyPlanResultsRequestType:
 		if r.beforePlan != nil {
@@ -140,4 +143,59 @@ func TestWorker_BlockedEvalRetriedForAClaimFreedWhileItsPlanCommitted(t *testing
 	must.NoError(t, err)
 	unblock, _ := sc.blocked.take()
 	must.Eq(t, []string{blocked.ID}, ids(unblock), must.Sprintf("claim freed at %d", freedAt))
+}
+
+// TestWorker_EvalEndsInItsPlansEntry: an eval whose last plan commits
+// whole ends in that plan's Raft entry — complete, with the job's older
+// blocked eval cancelled — and the worker writes nothing after it, so a
+// new alloc's Claim never queues in Raft behind its eval's update (issue
+// 20's K=1 trace: the claim waited for that entry's fsync in half the
+// runs). A plan the applier cuts short leaves the eval to UpdateEval, as
+// before (TestEvaluatePlan_RejectsWhatNoLongerFits,
+// scheduler's TestProcess_FinalOnlyWithAWholeCommit).
+func TestWorker_EvalEndsInItsPlansEntry(t *testing.T) {
+	store, err := state.NewStateStore(nil)
+	must.NoError(t, err)
+	r := &storeRaft{store: store}
+	node := planNode("n1")
+	node.Drivers = map[string]*structs.DriverInfo{"exec": {Detected: true, Healthy: true}}
+	must.NoError(t, store.UpsertNode(r.next(), node))
+	job := &structs.Job{ID: "web", Name: "web", Namespace: "default", Type: structs.JobTypeService, Priority: 50,
+		Datacenters: []string{"dc1"}, TaskGroups: []*structs.TaskGroup{{
+			Name: "web", Count: 1,
+			Tasks: []*structs.Task{{Name: "web", Driver: "exec", Config: map[string]any{"command": "/bin/sleep"},
+				Resources: &structs.Resources{CPU: 100, MemoryMB: 100}}},
+		}}}
+	must.NoError(t, store.UpsertJob(r.next(), job))
+	stored, err := store.JobByID(nil, "default", "web")
+	must.NoError(t, err)
+	older := &structs.Evaluation{ID: "blocked-before", Namespace: "default", Priority: 50, Type: structs.JobTypeService,
+		TriggeredBy: structs.EvalTriggerQueuedAllocs, JobID: "web", Status: structs.EvalStatusBlocked}
+	eval := &structs.Evaluation{ID: "e1", Namespace: "default", Priority: 50, Type: structs.JobTypeService,
+		TriggeredBy: structs.EvalTriggerJobRegister, JobID: "web", JobModifyIndex: stored.JobModifyIndex,
+		Status: structs.EvalStatusPending}
+	must.NoError(t, store.UpsertEvals(r.next(), []*structs.Evaluation{older, eval}))
+
+	sc := NewTerm(Config{State: func() *state.StateStore { return store }, Raft: r, RaftTimeout: 30 * time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { sc.srv.applyPlans(ctx, sc) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	w := &worker{srv: sc.srv, sc: sc, logger: hclog.NewNullLogger()}
+	must.NoError(t, w.process(ctx, eval))
+
+	must.Eq(t, []structs.MessageType{structs.ApplyPlanResultsRequestType}, r.types)
+	allocs, err := store.AllocsByJob(nil, "default", "web")
+	must.NoError(t, err)
+	must.SliceLen(t, 1, allocs)
+	done, err := store.EvalByID(nil, "e1")
+	must.NoError(t, err)
+	must.Eq(t, structs.EvalStatusComplete, done.Status)
+	must.Eq(t, allocs[0].CreateIndex, done.ModifyIndex)
+	must.Eq(t, "", done.BlockedEval)
+	cancelled, err := store.EvalByID(nil, "blocked-before")
+	must.NoError(t, err)
+	must.Eq(t, structs.EvalStatusCancelled, cancelled.Status)
+	must.Eq(t, descPlacedAll, cancelled.StatusDescription)
+	must.Eq(t, done.ModifyIndex, cancelled.ModifyIndex)
 }

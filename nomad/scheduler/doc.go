@@ -14,6 +14,10 @@
 //	                                                    ▼
 //	                                  eval complete (Planner.UpdateEval)
 //
+// A last plan with no failed placement carries the eval's completion
+// (Plan.Final): the applier commits it in the plan's own Raft entry when
+// the plan commits whole, and UpdateEval is not called.
+//
 // Three job types share this shape: service and batch (generic.go, with
 // the group reconciliation in reconcile.go) keep Count allocs named
 // "job.group[i]"; system (system.go) keeps one alloc per eligible node.

@@ -470,6 +470,57 @@ func TestService_PartialRejectionReplans(t *testing.T) {
 	must.SliceLen(t, 3, h.live(job))
 }
 
+// TestProcess_FinalOnlyWithAWholeCommit: the last plan carries the eval's
+// end (Plan.Final) only when no placement failed, and the scheduler
+// writes the eval itself unless the planner committed that end with the
+// plan: after a rejection it plans again, and with a failed placement it
+// creates the blocked eval and updates the eval as before.
+func TestProcess_FinalOnlyWithAWholeCommit(t *testing.T) {
+	t.Run("whole", func(t *testing.T) {
+		h := newHarness(t)
+		h.writeFinal = true
+		h.upsertNode(testNode(0))
+		job := h.upsertJob(testJob("web", 2))
+		eval := h.process(testEval(job, structs.EvalTriggerJobRegister))
+		must.Eq(t, structs.EvalStatusComplete, eval.Status)
+		must.SliceEmpty(t, h.updates)
+		must.SliceLen(t, 1, h.plans)
+		stored, err := h.store.EvalByID(nil, eval.ID)
+		must.NoError(t, err)
+		must.Eq(t, structs.EvalStatusComplete, stored.Status)
+		must.Eq(t, h.live(job)[0].CreateIndex, stored.ModifyIndex)
+	})
+	t.Run("rejected then whole", func(t *testing.T) {
+		h := newHarness(t)
+		h.writeFinal = true
+		for i := range 2 {
+			h.upsertNode(testNode(i))
+		}
+		job := h.upsertJob(testJob("web", 2))
+		h.rejectNodes = map[string]bool{testNode(0).ID: true, testNode(1).ID: true}
+		eval := h.process(testEval(job, structs.EvalTriggerJobRegister))
+		must.SliceLen(t, 2, h.plans)
+		must.NotNil(t, h.plans[0].Final)
+		must.SliceLen(t, 1, h.finals, must.Sprint("the rejected plan's Final must not count as written"))
+		must.SliceEmpty(t, h.updates)
+		must.Eq(t, structs.EvalStatusComplete, eval.Status)
+		must.SliceLen(t, 2, h.live(job))
+	})
+	t.Run("failed placement", func(t *testing.T) {
+		h := newHarness(t)
+		h.writeFinal = true
+		h.upsertNode(testNode(0))
+		job := testJob("web", 2)
+		job.TaskGroups[0].Tasks[0].Resources.MemoryMB = 5000 // one per node
+		job = h.upsertJob(job)
+		eval := h.process(testEval(job, structs.EvalTriggerJobRegister))
+		must.Nil(t, h.plans[0].Final)
+		must.SliceLen(t, 1, h.updates)
+		must.NotEq(t, "", eval.BlockedEval)
+		must.SliceLen(t, 1, h.created)
+	})
+}
+
 func TestScheduler_UnknownJobTypeFailsEval(t *testing.T) {
 	h := newHarness(t)
 	job := h.upsertJob(testJob("web", 1))

@@ -37,6 +37,10 @@ type harness struct {
 
 	rejectNodes map[string]bool
 	maxPlace    int // Options.MaxPlacementsPerPlan
+	// writeFinal commits a plan's Final eval with a plan committed
+	// whole, as the leader's applier does; finals are those written.
+	writeFinal bool
+	finals     []*structs.Evaluation
 }
 
 func newHarness(t *testing.T) *harness {
@@ -76,6 +80,11 @@ func (h *harness) SubmitPlan(_ context.Context, plan *structs.Plan) (*structs.Pl
 		}
 	}
 	h.rejectNodes = nil
+	if h.writeFinal && !rejected && plan.Final != nil {
+		req.Evals = append(slices.Clip(req.Evals), plan.Final)
+		result.FinalWritten = true
+		h.finals = append(h.finals, plan.Final)
+	}
 	index := h.next()
 	must.NoError(h.t, h.store.UpsertPlanResults(index, req))
 	result.AllocIndex = index
@@ -106,6 +115,10 @@ func (h *harness) processAt(eval *structs.Evaluation, now time.Time) *structs.Ev
 	must.NoError(h.t, err)
 	s := New(snap, h, Options{Now: func() time.Time { return now }, NewID: h.newID, MaxPlacementsPerPlan: h.maxPlace})
 	must.NoError(h.t, s.Process(context.Background(), eval))
+	if h.writeFinal && len(h.updates) == 0 {
+		must.SliceNotEmpty(h.t, h.finals)
+		return h.finals[len(h.finals)-1]
+	}
 	must.SliceNotEmpty(h.t, h.updates)
 	return h.updates[len(h.updates)-1]
 }

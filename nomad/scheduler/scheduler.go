@@ -120,6 +120,9 @@ type outcome struct {
 // Process runs the scheduler for eval's job type until its plan is
 // committed (re-planning after partial rejections), then writes the eval's
 // final status, creating a blocked eval for placements that did not fit.
+// A last plan that leaves nothing to block on carries that status
+// (Plan.Final); when the planner committed it with the plan, nothing more
+// is written.
 // An error means the eval should be retried (nack); the eval's status is
 // then left alone.
 func (s *Scheduler) Process(ctx context.Context, eval *structs.Evaluation) error {
@@ -146,9 +149,17 @@ func (s *Scheduler) Process(ctx context.Context, eval *structs.Evaluation) error
 		if out.plan.IsNoOp() {
 			break
 		}
+		if !out.more && len(out.failed) == 0 {
+			// The last plan, with nothing left to block on: its entry
+			// can carry the eval's end (Plan.Final).
+			out.plan.Final = s.completed(eval, out)
+		}
 		result, refreshed, err := s.planner.SubmitPlan(ctx, out.plan)
 		if err != nil {
 			return fmt.Errorf("submitting plan of eval %s: %w", eval.ID, err)
+		}
+		if result.FinalWritten {
+			return nil
 		}
 		full, expected, actual := result.FullCommit(out.plan)
 		if full && out.more {
@@ -178,16 +189,8 @@ func (s *Scheduler) Process(ctx context.Context, eval *structs.Evaluation) error
 // finish writes the blocked eval (if placements failed) and the eval's
 // final status.
 func (s *Scheduler) finish(ctx context.Context, eval *structs.Evaluation, out *outcome, exhausted bool) error {
-	now := s.now().UnixNano()
-	e := eval.Copy()
-	e.Status = structs.EvalStatusComplete
-	e.StatusDescription = ""
-	e.FailedTGAllocs = nil
-	if len(out.failed) > 0 {
-		e.FailedTGAllocs = out.failed
-	}
-	e.QueuedAllocations = out.queued
-	e.ModifyTime = now
+	e := s.completed(eval, out)
+	now := e.ModifyTime
 	if exhausted {
 		e.Status = structs.EvalStatusFailed
 		e.StatusDescription = fmt.Sprintf("plan rejected %d times in a row; retrying when capacity changes", maxPlanAttempts)
@@ -222,6 +225,21 @@ func (s *Scheduler) finish(ctx context.Context, eval *structs.Evaluation, out *o
 		return fmt.Errorf("updating eval %s: %w", eval.ID, err)
 	}
 	return nil
+}
+
+// completed is eval as complete after out: its placements that failed
+// and the allocs still queued, per group.
+func (s *Scheduler) completed(eval *structs.Evaluation, out *outcome) *structs.Evaluation {
+	e := eval.Copy()
+	e.Status = structs.EvalStatusComplete
+	e.StatusDescription = ""
+	e.FailedTGAllocs = nil
+	if len(out.failed) > 0 {
+		e.FailedTGAllocs = out.failed
+	}
+	e.QueuedAllocations = out.queued
+	e.ModifyTime = s.now().UnixNano()
+	return e
 }
 
 // fail marks eval failed with desc: for evals no retry can fix.

@@ -23,6 +23,14 @@ type Plan struct {
 	CSIClaims map[string][]*CSIVolumeClaimUpdate
 	// Evals created with the plan: follow-up evals for delayed reschedules.
 	Evals []*Evaluation
+	// Final is the eval's final record should the plan commit whole (nil:
+	// the scheduler writes it afterwards). The applier then writes it in
+	// the plan's own Raft entry, with the job's other blocked evals
+	// cancelled as Planner.UpdateEval does, and says so in
+	// PlanResult.FinalWritten: one entry per eval instead of two, and no
+	// eval write queued in Raft right behind the placement, where the new
+	// alloc's Claim would wait for it (issue 20's K=1 trace).
+	Final *Evaluation
 }
 
 // AppendStop adds a stop of an alloc on nodeID.
@@ -79,6 +87,9 @@ type PlanResult struct {
 	// AllocIndex is the Raft index of the commit; zero when nothing was
 	// committed.
 	AllocIndex uint64
+	// FinalWritten: the plan's Final eval was committed with it (only
+	// when nothing was rejected).
+	FinalWritten bool
 }
 
 // FullCommit reports whether everything in plan was committed, with the
