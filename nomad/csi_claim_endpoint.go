@@ -370,6 +370,17 @@ func (v *CSIVolumeEndpoint) controllerPublish(ctx context.Context, sc *schedulin
 			"claiming volume %q for alloc %s: node %s has no external node ID for plugin %q yet (its node plugin has not fingerprinted); retry",
 			vol.ID, claim.AllocID, claim.NodeID, vol.PluginID)
 	}
+	// A ControllerUnpublish of the volume from this node that may still
+	// run would detach it from under this alloc if it landed after the
+	// publish (seed 4060). Its deadline is in state (UnpublishUntil, which
+	// the client ends it by), so a leader that did not make the call
+	// waits it out too; this one also holds the node's controller lock.
+	if holder, until := claims.UnpublishHold(vol, claim.ExternalNodeID, sc.volumes.Now()); holder != nil {
+		return structs.NewError(structs.CodeNotReady,
+			"claiming volume %q for alloc %s: a controller unpublish of the volume from node %s (releasing alloc %s's claim) may still be running until %s; "+
+				"the controller publish to that node waits until then; retry",
+			vol.ID, claim.AllocID, claim.NodeID, holder.AllocID, until.UTC().Format(time.RFC3339Nano))
+	}
 	// An earlier Claim's call to the same node may have attached the
 	// volume (it succeeded and its Taken write was lost, or it timed out).
 	earlier := existing != nil && existing.ControllerPublished && existing.ExternalNodeID == claim.ExternalNodeID

@@ -521,7 +521,11 @@ func TestCSIUnpublish_WatcherRetriesControllerFailures(t *testing.T) {
 	must.Eq(t, 3, unpublishes)
 }
 
+// The new leader does not know whether the dead leader's call ended: it
+// unpublishes again, and frees the claim only once that call's deadline
+// (UnpublishUntil, in Raft before the call), plus the clock skew, passed.
 func TestCSIUnpublish_NewLeaderFinishesWhenTheLeaderDiesMidUnpublish(t *testing.T) {
+	clock := &testClock{now: time.Now()}
 	started := make(chan struct{})
 	pub := &fakePublisher{unpublishHook: func(ctx context.Context, n int) error {
 		if n == 1 {
@@ -534,6 +538,7 @@ func TestCSIUnpublish_NewLeaderFinishesWhenTheLeaderDiesMidUnpublish(t *testing.
 	servers := cluster.NewCluster(t, 3, func(i int, c *nomad.Config) {
 		csiConfig(pub)(c)
 		c.NumSchedulers = 0 // the test places the alloc itself
+		c.CSIClock = clock.Now
 	})
 	leader := cluster.WaitForLeader(t, servers...)
 	node := csiNode(1, true)
@@ -550,8 +555,11 @@ func TestCSIUnpublish_NewLeaderFinishesWhenTheLeaderDiesMidUnpublish(t *testing.
 	done := make(chan error, 1)
 	go func() { done <- unpublish(leader, "db", a.ID, a.NodeID) }()
 	waitClosed(t, started, "ControllerUnpublish never started")
-	// NodeDetached is in Raft before the controller is called.
-	must.Eq(t, structs.CSIClaimNodeDetached, storedClaim(t, leader, "db", a.ID).Step)
+	// NodeDetached is in Raft before the controller is called, and so is
+	// the call's deadline.
+	held := storedClaim(t, leader, "db", a.ID)
+	must.Eq(t, structs.CSIClaimNodeDetached, held.Step)
+	must.Greater(t, clock.Now().UnixNano(), held.UnpublishUntil)
 	must.NoError(t, leader.Shutdown())
 	select { // whatever it says: the client would retry, and that is idempotent
 	case <-done:
@@ -561,6 +569,16 @@ func TestCSIUnpublish_NewLeaderFinishesWhenTheLeaderDiesMidUnpublish(t *testing.
 
 	next := cluster.WaitForLeader(t, followers(servers, leader)...)
 	must.NotEq(t, leader.Addr, next.Addr)
+	testutil.WaitForResult(t, func() (bool, error) {
+		_, unpublishes := pub.calls()
+		return unpublishes == 2, fmt.Errorf("%d controller unpublishes, want the new leader's too", unpublishes)
+	})
+	c := mustStillHold(t, next, "db", a.ID, structs.CSIClaimControllerDetached)
+	must.Eq(t, held.UnpublishUntil, c.UnpublishUntil, must.Sprint("the dead leader's call may still run"))
+	must.StrContains(t, c.LastError, "may still be running")
+
+	clock.Advance(time.Unix(0, held.UnpublishUntil).Sub(clock.Now()) + claims.ClockSkew)
+	systemGC(t, next)
 	waitFreed(t, next, "db", a.ID)
 	_, unpublishes := pub.calls()
 	must.Eq(t, 2, unpublishes)

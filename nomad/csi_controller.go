@@ -95,7 +95,10 @@ func (c *csiControllers) ControllerUnpublish(ctx context.Context, vol *structs.C
 // node. A's client then retried its abandoned unpublish, which detached
 // the volume from under the new claim's running alloc (check 4). Held,
 // the lock makes the later publish wait until nothing abandoned can land.
-// The lock is in the leader's memory: a new leader does not know it.
+// The lock is this leader's fast path: the deadline is also on the claim
+// in state (UnpublishUntil, written by the volumewatcher before the
+// call), which the Claim endpoint of any leader waits out before a
+// ControllerPublish of the volume to the node (claims.UnpublishHold).
 func holdWhileMayRun(unlock func(), err error, deadline time.Time, hasDeadline bool) {
 	if !errors.Is(err, errMayStillRun) || !hasDeadline {
 		unlock()
@@ -249,11 +252,9 @@ func (c *csiControllers) call(ctx context.Context, pluginID, method string, args
 	return err
 }
 
-// errMayStillRun is in the chain of a failed call to a client that the
-// client may still be running: the server stopped waiting for its answer
-// (its context ended) or the node session broke under it. Only an answer
-// from the client says its plugin call is over.
-var errMayStillRun = errors.New("the call may still be running on the node")
+// errMayStillRun is claims.ErrMayStillRun: the volumewatcher reads it
+// in a failed ControllerUnpublish to keep the call's UnpublishUntil.
+var errMayStillRun = claims.ErrMayStillRun
 
 // mayStillRun marks err with errMayStillRun, keeping its code.
 type mayStillRun struct{ err error }

@@ -93,7 +93,9 @@ func Detach(vol *structs.CSIVolume, claim *structs.CSIVolumeClaim, alloc *struct
 			"skipping step %s of alloc %s's claim on the operator's word (%s)", claim.BlockedStep, claim.AllocID, claim.LastError)}
 	}
 	if !force {
-		act := Next(vol, claim, alloc, node, prof, grace, now)
+		// A claim that only waits out an unpublish that may still run
+		// (UnpublishUntil) is on its way: the pass frees it after that.
+		act := next(vol, claim, alloc, node, prof, grace, now)
 		if act.Releasing() {
 			return DetachAction{Kind: DetachRelease, Reason: act.Reason}
 		}

@@ -2,6 +2,7 @@ package claims
 
 import (
 	"testing"
+	"time"
 
 	"github.com/shoenig/test/must"
 
@@ -47,6 +48,9 @@ func TestDetach(t *testing.T) {
 		{name: "waiting for the client is blocked without force", alloc: "stopped", node: "ready", want: DetachBlocked},
 		{name: "a releasing claim is released", claim: func(c *structs.CSIVolumeClaim) { c.Step = structs.CSIClaimNodeDetached },
 			alloc: "exited", node: "ready", want: DetachRelease},
+		{name: "a claim that waits out an abandoned unpublish is releasing", claim: func(c *structs.CSIVolumeClaim) {
+			c.Step, c.UnpublishUntil = structs.CSIClaimControllerDetached, stepNow.Add(time.Minute).UnixNano()
+		}, alloc: "exited", node: "ready", want: DetachRelease},
 		{name: "a releasing claim with force is released", claim: func(c *structs.CSIVolumeClaim) { c.Step = structs.CSIClaimNodeDetached },
 			alloc: "exited", node: "ready", force: true, want: DetachRelease},
 	}

@@ -19,6 +19,11 @@
 //	                 │ no claim is Taken on the node)                  ▼ the node)
 //	                 └──────────────────────────────────────► ControllerDetached ──► freed
 //
+//	no claim is freed while a ControllerUnpublish for it may still run
+//	(UnpublishUntil + ClockSkew, written before each call), and no
+//	ControllerPublish of the volume to that node runs meanwhile
+//	(UnpublishHold): a new leader knows the call only from state.
+//
 //	any release call failing with a final error (ReleaseFailed):
 //	    ──► NeedsOperator (BlockedStep, LastError, Unsupported)
 //	        ──Detach──► BlockedStep again (retry), or the step skipped

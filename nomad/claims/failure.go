@@ -1,12 +1,21 @@
 package claims
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/berth-io/berth/helper"
 	"github.com/berth-io/berth/nomad/structs"
 )
+
+// ErrMayStillRun is in the chain of a failed call to a client that the
+// client may still be running: the server stopped waiting for its answer
+// (its context ended) or the node session broke under it. Only an answer
+// from the client says its plugin call is over; until then a controller
+// call may land up to the deadline it carried (PublishUntil,
+// UnpublishUntil).
+var ErrMayStillRun = errors.New("the call may still be running on the node")
 
 // Outcome is what a failed call means for the claim it was made for.
 type Outcome int

@@ -38,7 +38,8 @@ const (
 )
 
 // ClockSkew is how far a client's clock may be behind the servers' when
-// it ends a plugin call at a deadline the servers set (PublishUntil).
+// it ends a plugin call at a deadline the servers set (PublishUntil,
+// UnpublishUntil).
 const ClockSkew = time.Second
 
 // DefaultNodeDetachGrace is how long after a stopped alloc last changed
@@ -137,7 +138,21 @@ const (
 //     the volume on that node (the last one there detaches it).
 //   - A failed call waits for the claim's NextRetry.
 //   - A NeedsOperator claim waits for `volume detach` (Detach).
+//   - A claim is not freed while a ControllerUnpublish for it may still
+//     run (its UnpublishUntil, plus ClockSkew, is ahead): the deadline
+//     must stay in state until then, for UnpublishHold and a new leader.
 func Next(vol *structs.CSIVolume, claim *structs.CSIVolumeClaim, alloc *structs.Allocation, node *structs.Node,
+	prof Profile, grace time.Duration, now time.Time) Action {
+	act := next(vol, claim, alloc, node, prof, grace, now)
+	if act.Kind == Free {
+		if wait, ok := unpublishMayRun(claim, now); ok {
+			return wait
+		}
+	}
+	return act
+}
+
+func next(vol *structs.CSIVolume, claim *structs.CSIVolumeClaim, alloc *structs.Allocation, node *structs.Node,
 	prof Profile, grace time.Duration, now time.Time) Action {
 	if grace <= 0 {
 		grace = DefaultNodeDetachGrace
@@ -314,6 +329,55 @@ func publishMayRun(claim *structs.CSIVolumeClaim, now time.Time) (Action, bool) 
 		"a controller publish to node %s for alloc %s may still be running until %s; "+
 			"the volume is detached from the node through the controller after that",
 		claim.NodeID, claim.AllocID, until.UTC().Format(time.RFC3339))}, true
+}
+
+// unpublishMayRun returns the Wait for a ControllerUnpublish for claim
+// that may still be running (its UnpublishUntil, plus ClockSkew, is ahead
+// of now), and whether there is one.
+func unpublishMayRun(claim *structs.CSIVolumeClaim, now time.Time) (Action, bool) {
+	until, ok := unpublishHeld(claim, now)
+	if !ok {
+		return Action{}, false
+	}
+	return Action{Kind: Wait, At: until, Record: true, Reason: fmt.Sprintf(
+		"a controller unpublish from node %s for alloc %s may still be running until %s; "+
+			"the claim is freed after that, and no controller publish of the volume to the node runs before",
+		claim.NodeID, claim.AllocID, until.UTC().Format(time.RFC3339))}, true
+}
+
+// unpublishHeld is when a ControllerUnpublish for claim can no longer
+// land (UnpublishUntil plus ClockSkew), and whether that is after now.
+func unpublishHeld(claim *structs.CSIVolumeClaim, now time.Time) (time.Time, bool) {
+	if claim.UnpublishUntil <= 0 {
+		return time.Time{}, false
+	}
+	until := time.Unix(0, claim.UnpublishUntil).Add(ClockSkew)
+	return until, now.Before(until)
+}
+
+// UnpublishHold returns the live claim of vol with a ControllerUnpublish
+// from the plugin's node externalNodeID that may still be running, and
+// when the last such call can no longer land (UnpublishUntil plus
+// ClockSkew); nil when there is none. A ControllerPublish of vol to that
+// node, for any claim, must wait until then: an unpublish landing after
+// it would detach the volume from under the publishing claim's alloc
+// (seed 4060). It reads only state, so a new leader holds it as the old
+// one did.
+func UnpublishHold(vol *structs.CSIVolume, externalNodeID string, now time.Time) (*structs.CSIVolumeClaim, time.Time) {
+	var (
+		holder *structs.CSIVolumeClaim
+		last   time.Time
+	)
+	for _, c := range vol.Claims { // every Claim that publishes reads this: no sort
+		if c.ExternalNodeID != externalNodeID {
+			continue
+		}
+		until, ok := unpublishHeld(c, now)
+		if ok && (until.After(last) || until.Equal(last) && c.AllocID < holder.AllocID) {
+			holder, last = c, until
+		}
+	}
+	return holder, last
 }
 
 // takenOnNode returns another claim of vol Taken on claim's node, or nil.

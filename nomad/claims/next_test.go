@@ -412,6 +412,42 @@ func TestNextStep(t *testing.T) {
 			want: Action{Kind: Wait, Record: true, At: stepNow.Add(4 * time.Minute)},
 		},
 		{
+			// Seed 4060: freed, the claim would take the deadline of an
+			// abandoned unpublish out of state, and a new leader would let
+			// a publish to the node run before it can no longer land.
+			name: "a controller-detached claim is not freed while an unpublish for it may still run",
+			claim: func(c *structs.CSIVolumeClaim) {
+				c.Step, c.UnpublishUntil = structs.CSIClaimControllerDetached, stepNow.Add(20*time.Second).UnixNano()
+			},
+			alloc: "exited", node: stepNodeNamed("ready"), needs: true,
+			want: Action{Kind: Wait, Record: true, At: stepNow.Add(20*time.Second + ClockSkew)},
+		},
+		{
+			name: "and is freed once it is over, clock skew included",
+			claim: func(c *structs.CSIVolumeClaim) {
+				c.Step, c.UnpublishUntil = structs.CSIClaimControllerDetached, stepNow.Add(-ClockSkew).UnixNano()
+			},
+			alloc: "exited", node: stepNodeNamed("ready"), needs: true,
+			want: Action{Kind: Free},
+		},
+		{
+			name: "a claim freed without the controller waits out its own abandoned unpublish too",
+			claim: func(c *structs.CSIVolumeClaim) {
+				c.Step, c.UnpublishUntil = structs.CSIClaimNodeDetached, stepNow.Add(time.Second).UnixNano()
+			},
+			others: []*structs.CSIVolumeClaim{other(structs.CSIClaimTaken, stepNode)},
+			alloc:  "exited", node: stepNodeNamed("ready"), needs: true,
+			want: Action{Kind: Wait, Record: true, At: stepNow.Add(time.Second + ClockSkew)},
+		},
+		{
+			name: "an unpublish that may still run does not hold a claim in use",
+			claim: func(c *structs.CSIVolumeClaim) {
+				c.UnpublishUntil = stepNow.Add(time.Second).UnixNano() // a fencing call, then the node came back
+			},
+			alloc: "running", node: stepNodeNamed("ready"), needs: true,
+			want: Action{Kind: None},
+		},
+		{
 			name:  "a client-terminal alloc without TasksExited is not done",
 			alloc: "complete", node: stepNodeNamed("ready"),
 			want: Action{Kind: Wait, At: stepNow.Add(DefaultNodeDetachGrace)},
@@ -489,4 +525,36 @@ func TestNextStep_NoDeadlineNoTimedRelease(t *testing.T) {
 	claim.ExternalNodeID = "ext-1"
 	got = Next(stepVolume(claim), claim, stepAllocNamed("stopped"), node, Profile{ControllerPublish: true}, 0, stepNow)
 	must.Eq(t, ControllerUnpublish, got.Kind, must.Sprintf("got %+v", got))
+}
+
+// UnpublishHold finds the live claim whose ControllerUnpublish from a
+// node may still land, the latest when there are several, and nothing
+// for another node or once the deadline plus the clock skew passed.
+func TestUnpublishHold(t *testing.T) {
+	held := func(alloc, ext string, until time.Duration) *structs.CSIVolumeClaim {
+		c := stepClaim(structs.CSIClaimNodeDetached)
+		c.AllocID, c.ExternalNodeID = alloc, ext
+		if until != 0 {
+			c.UnpublishUntil = stepNow.Add(until).UnixNano()
+		}
+		return c
+	}
+	vol := stepVolume(
+		held("a1", "ext-1", 5*time.Second),
+		held("a2", "ext-1", 9*time.Second),
+		held("a3", "ext-1", -ClockSkew), // over
+		held("a4", "ext-2", time.Minute),
+		held("a5", "ext-1", 0), // old state: no field
+	)
+	c, until := UnpublishHold(vol, "ext-1", stepNow)
+	must.NotNil(t, c)
+	must.Eq(t, "a2", c.AllocID)
+	must.Eq(t, stepNow.Add(9*time.Second+ClockSkew), until)
+
+	c, _ = UnpublishHold(vol, "ext-1", stepNow.Add(9*time.Second+ClockSkew))
+	must.Nil(t, c, must.Sprint("over at the deadline plus the clock skew"))
+	c, _ = UnpublishHold(vol, "ext-3", stepNow)
+	must.Nil(t, c)
+	c, _ = UnpublishHold(stepVolume(held("a5", "ext-1", 0)), "ext-1", stepNow)
+	must.Nil(t, c, must.Sprint("a claim written before UnpublishUntil holds nothing"))
 }

@@ -430,6 +430,17 @@ type CSIVolumeClaim struct {
 	// before it, or a publish landing late would re-attach the volume to
 	// a node the servers consider detached. Zero once the claim is Taken.
 	PublishUntil int64
+	// UnpublishUntil (unix ns) is its mirror for ControllerUnpublish, set
+	// in Raft before each call the servers make for this claim: the call
+	// may run until then, as the client making it ends it there, retries
+	// included, however long ago the server that asked gave up or lost
+	// leadership. Until it, plus ClockSkew, has passed, no ControllerPublish
+	// of the volume to the same node runs (for any claim), or a late
+	// unpublish would detach the volume from under that claim's alloc
+	// (seed 4060), and the claim is not freed, so the deadline stays in
+	// state for a new leader to see. An answered call sets it back to what
+	// an earlier call may still need. Zero in state written before it.
+	UnpublishUntil int64
 
 	// History is the claim's timeline: one entry per change of its step,
 	// error or attempts, oldest first, at most MaxClaimHistory (the

@@ -21,7 +21,16 @@
 //
 // A claim on a node that is down is fenced instead, when the plugin has a
 // controller: Taken ──ControllerUnpublish──► ControllerDetached ──► freed.
-// The last two steps of a release share one Raft entry.
+// The last two steps of a release share one Raft entry, unless a
+// ControllerUnpublish for the claim may still run (below).
+//
+// Before each ControllerUnpublish a pass writes the call's deadline on
+// the claim (UnpublishUntil), in the Raft entry of the steps decided
+// before the call; the call ends by it, on the client too, retries
+// included. Until it plus claims.ClockSkew has passed, the Claim endpoint
+// of any leader publishes the volume to no claim on that node, and the
+// claim is not freed: a call whose answer never came may still land, and
+// a new leader knows of it only from state (seed 4060).
 //
 // What happens next to one claim is decided by the pure function nextStep
 // (step.go), from the claim, its alloc and its node as they are in state.
@@ -33,7 +42,8 @@
 //	                            keyed work queue (one pass per volume at a time, delays, backoff)
 //	                                                      │
 //	                                                      ▼
-//	              pass: lock volume ──► re-read state ──► nextStep per claim ──► ControllerUnpublish
+//	              pass: lock volume ──► re-read state ──► nextStep per claim ──► its deadline in Raft
+//	                                                                          ──► ControllerUnpublish
 //	                                                                          ──► one Raft entry
 //
 // The servers' claim endpoints (Unpublish, Detach) use the same pass

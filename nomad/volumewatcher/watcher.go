@@ -35,7 +35,11 @@ type Controller interface {
 	// error means the volume may still be attached; the watcher records
 	// it on the claim and retries with backoff. The watcher calls it for
 	// one volume at a time, never mutates nor keeps vol and claim, and
-	// bounds each call with Config.ControllerTimeout.
+	// bounds each call with Config.ControllerTimeout: ctx's deadline is
+	// the claim's UnpublishUntil, which the call must not outlive, retries
+	// included. An error returned after ctx ended, or with
+	// claims.ErrMayStillRun in its chain, leaves the call possibly running
+	// until then; any other is the call's end.
 	ControllerUnpublish(ctx context.Context, vol *structs.CSIVolume, claim *structs.CSIVolumeClaim) error
 }
 
@@ -395,6 +399,7 @@ func (w *Watcher) round(ctx context.Context, k volumeKey, opts passOptions) (pro
 	type pending struct {
 		claim *structs.CSIVolumeClaim
 		act   claims.Action
+		prior int64 // the claim's UnpublishUntil before this round's call
 	}
 	var (
 		updates   []*structs.CSIVolumeClaimUpdate
@@ -440,7 +445,7 @@ func (w *Watcher) round(ctx context.Context, k volumeKey, opts passOptions) (pro
 			add(stepped(claim, structs.CSIClaimFreed, act.ReleaseReason))
 			progressed = true
 		case claims.ControllerUnpublish:
-			unpublish = append(unpublish, pending{claim, act})
+			unpublish = append(unpublish, pending{claim: claim, act: act})
 		case claims.NodeDetach:
 			if w.cfg.NodeDetacher == nil {
 				act = claims.Action{Kind: claims.Wait, Record: true, Reason: act.Reason + " (the servers cannot reach clients: " +
@@ -467,18 +472,58 @@ func (w *Watcher) round(ctx context.Context, k volumeKey, opts passOptions) (pro
 		}
 	}
 
+	// The calls' deadline goes into Raft before them, on each claim
+	// (UnpublishUntil), with the steps decided so far: the client ends a
+	// call by it, retries included, and until it has passed no leader —
+	// this one or the next, which knows nothing of this one's calls —
+	// ControllerPublishes the volume to that node or frees the claim
+	// (seed 4060). A call that is answered gives the claim back the
+	// deadline an earlier call may still need (prior).
+	var callDeadline time.Time
+	if len(unpublish) > 0 {
+		callDeadline = time.Now().Add(w.cfg.ControllerTimeout)
+		until := now.Add(w.cfg.ControllerTimeout).UnixNano()
+		for i := range unpublish {
+			p := &unpublish[i]
+			p.prior = p.claim.UnpublishUntil
+			p.claim = p.claim.Copy()
+			p.claim.UnpublishUntil = max(p.prior, until)
+			add(p.claim)
+		}
+		if _, err := w.cfg.Writer.WriteClaims(ctx, updates); err != nil {
+			return false, 0, fmt.Errorf("writing the controller unpublish deadline of volume %q in namespace %q: %w", vol.ID, vol.Namespace, err)
+		}
+		updates = nil
+	}
+
 	// Claims of one node share its attachment: one call serves them all.
-	results := map[string]error{}
+	type result struct {
+		err       error
+		abandoned bool // the call may still run: its answer never came
+	}
+	results := map[string]result{}
 	for _, p := range unpublish {
 		target := p.claim.NodeID + "\x00" + p.claim.ExternalNodeID
-		cerr, done := results[target]
+		r, done := results[target]
 		if !done {
-			cerr = w.controllerUnpublish(ctx, vol, p.claim)
-			results[target] = cerr
+			r.abandoned, r.err = w.controllerUnpublish(ctx, vol, p.claim, callDeadline)
+			results[target] = r
 		}
-		if cerr == nil {
-			add(stepped(p.claim, structs.CSIClaimControllerDetached, p.act.ReleaseReason))
-			add(stepped(p.claim, structs.CSIClaimFreed, p.act.ReleaseReason))
+		if r.err == nil {
+			c := stepped(p.claim, structs.CSIClaimControllerDetached, p.act.ReleaseReason)
+			c.UnpublishUntil = p.prior // this call is over; an earlier one may not be
+			act := claims.Next(vol, c, nil, nil, prof, w.cfg.NodeDetachGrace, now)
+			if act.Kind == claims.Free {
+				add(c)
+				add(stepped(c, structs.CSIClaimFreed, p.act.ReleaseReason))
+			} else {
+				// Waits out the earlier call (claims.Next), saying so.
+				if n := noted(c, act); n != nil {
+					c = n
+				}
+				add(c)
+				next = earliest(next, act.At)
+			}
 			progressed = true
 			continue
 		}
@@ -486,9 +531,12 @@ func (w *Watcher) round(ctx context.Context, k volumeKey, opts passOptions) (pro
 			return false, 0, ctx.Err()
 		}
 		f := claims.ReleaseFailed(p.claim, fmt.Errorf("controller unpublish of volume %q from node %s (external ID %q) through plugin %q failed: %w",
-			vol.ID, p.claim.NodeID, p.claim.ExternalNodeID, vol.PluginID, cerr), now, w.retry)
+			vol.ID, p.claim.NodeID, p.claim.ExternalNodeID, vol.PluginID, r.err), now, w.retry)
+		if !r.abandoned {
+			f.UnpublishUntil = p.prior // answered: this call is over
+		}
 		add(f)
-		w.logFailure(vol, f, "controller unpublish", cerr)
+		w.logFailure(vol, f, "controller unpublish", r.err)
 		if f.NextRetry != 0 {
 			next = earliest(next, time.Unix(0, f.NextRetry))
 		}
@@ -532,10 +580,15 @@ func (w *Watcher) nodeDetach(ctx context.Context, vol *structs.CSIVolume, claim 
 	return w.cfg.NodeDetacher.NodeDetach(cctx, vol.Copy(), claim.Copy())
 }
 
-func (w *Watcher) controllerUnpublish(ctx context.Context, vol *structs.CSIVolume, claim *structs.CSIVolumeClaim) error {
-	cctx, cancel := context.WithTimeout(ctx, w.cfg.ControllerTimeout)
+// controllerUnpublish runs one ControllerUnpublish until deadline (the
+// claim's UnpublishUntil, on the real clock), and reports whether the
+// call may still run: its answer never came (claims.ErrMayStillRun, or
+// the wait ended).
+func (w *Watcher) controllerUnpublish(ctx context.Context, vol *structs.CSIVolume, claim *structs.CSIVolumeClaim, deadline time.Time) (abandoned bool, err error) {
+	cctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	return w.cfg.Controller.ControllerUnpublish(cctx, vol.Copy(), claim.Copy())
+	err = w.cfg.Controller.ControllerUnpublish(cctx, vol.Copy(), claim.Copy())
+	return err != nil && (cctx.Err() != nil || errors.Is(err, claims.ErrMayStillRun)), err
 }
 
 // stepped is claims.Stepped.

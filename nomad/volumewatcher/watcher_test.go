@@ -3,6 +3,7 @@ package volumewatcher
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -56,13 +57,20 @@ type fakeController struct {
 	nextErr []error
 	calls   []time.Time
 	claims  []*structs.CSIVolumeClaim
+	// hook, when set, answers call n (from 1) instead, outside mu.
+	hook func(ctx context.Context, n int, claim *structs.CSIVolumeClaim) error
 }
 
 func (f *fakeController) ControllerUnpublish(ctx context.Context, vol *structs.CSIVolume, claim *structs.CSIVolumeClaim) error {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.calls = append(f.calls, time.Now())
 	f.claims = append(f.claims, claim)
+	if hook := f.hook; hook != nil {
+		n := len(f.calls)
+		f.mu.Unlock()
+		return hook(ctx, n, claim)
+	}
+	defer f.mu.Unlock()
 	if len(f.nextErr) > 0 {
 		err := f.nextErr[0]
 		f.nextErr = f.nextErr[1:]
@@ -546,4 +554,95 @@ func TestScanGap(t *testing.T) {
 	must.Eq(t, minScanInterval, scanGap(0))
 	must.Eq(t, minScanInterval, scanGap(minScanInterval/scanCostFactor))
 	must.Eq(t, 400*time.Millisecond, scanGap(40*time.Millisecond))
+}
+
+// Before each ControllerUnpublish the watcher writes the call's deadline
+// on the claim (UnpublishUntil), and the call ends by it: a new leader
+// reads it from state. A call whose answer never came (the node session
+// broke) leaves it there; the claim is then not freed until it, plus the
+// clock skew, passed, even after a later call succeeded, and
+// claims.UnpublishHold keeps a publish of the volume to the node waiting
+// meanwhile (seed 4060).
+func TestWatcher_AnAbandonedUnpublishKeepsItsDeadlineInState(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, true, nil) // ControllerTimeout 10s
+		h.place("a1", structs.CSIClaimNodeDetached)
+		h.clientUpdate("a1", structs.AllocClientStatusComplete, false)
+		var (
+			mu        sync.Mutex
+			deadlines []time.Time // each call's ctx deadline
+			stored    []int64     // the claim's UnpublishUntil in state during each call
+		)
+		h.ctrl.hook = func(ctx context.Context, n int, claim *structs.CSIVolumeClaim) error {
+			v, err := h.store.CSIVolumeByID(nil, "default", hVol)
+			if err != nil || v == nil || v.Claims["a1"] == nil {
+				return fmt.Errorf("reading the claim during the call: %v", err)
+			}
+			d, _ := ctx.Deadline()
+			mu.Lock()
+			deadlines, stored = append(deadlines, d), append(stored, v.Claims["a1"].UnpublishUntil)
+			mu.Unlock()
+			if n == 1 {
+				return fmt.Errorf("calling CSIController.Unpublish: the node session broke (EOF): %w", claims.ErrMayStillRun)
+			}
+			return nil
+		}
+		start := time.Now()
+		h.run()
+
+		synctest.Wait()
+		claim := h.volume().Claims["a1"]
+		must.Eq(t, structs.CSIClaimNodeDetached, claim.Step)
+		must.Eq(t, 1, claim.Attempts)
+		first := start.Add(10 * time.Second)
+		must.Eq(t, first.UnixNano(), claim.UnpublishUntil, must.Sprint("an unanswered call keeps its deadline"))
+		mu.Lock()
+		must.Eq(t, []time.Time{first}, deadlines, must.Sprint("the call ends at the deadline in state"))
+		must.Eq(t, []int64{first.UnixNano()}, stored, must.Sprint("the deadline is in state before the call"))
+		mu.Unlock()
+
+		// The retry succeeds: the volume is detached, but the first call may
+		// still land until its deadline plus the clock skew.
+		settle(2 * time.Second)
+		must.SliceLen(t, 2, h.ctrl.callTimes())
+		claim = h.volume().Claims["a1"]
+		must.NotNil(t, claim, must.Sprint("freed while the first call may still land"))
+		must.Eq(t, structs.CSIClaimControllerDetached, claim.Step)
+		must.Eq(t, first.UnixNano(), claim.UnpublishUntil)
+		must.StrContains(t, claim.LastError, "may still be running")
+		mu.Lock()
+		must.LessEq(t, stored[1], deadlines[1].UnixNano(), must.Sprint("the retry's deadline is in state too"))
+		mu.Unlock()
+		holder, until := claims.UnpublishHold(h.volume(), "ext-1", time.Now())
+		must.NotNil(t, holder)
+		must.Eq(t, first.Add(claims.ClockSkew), until)
+
+		settle(time.Until(until) - time.Millisecond)
+		must.MapNotEmpty(t, h.volume().Claims)
+		settle(2 * time.Millisecond)
+		must.MapEmpty(t, h.volume().Claims)
+		must.Eq(t, structs.CSIClaimFreed, h.pastClaim("a1").Step)
+		must.SliceLen(t, 2, h.ctrl.callTimes())
+	})
+}
+
+// A call that was answered is over, failed or not: it holds nothing, so
+// the claim is freed as soon as a retry succeeds.
+func TestWatcher_AnAnsweredUnpublishHoldsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, true, nil)
+		h.place("a1", structs.CSIClaimNodeDetached)
+		h.clientUpdate("a1", structs.AllocClientStatusComplete, false)
+		h.ctrl.nextErr = []error{errors.New("rpc error: code = Unavailable")}
+		h.run()
+
+		synctest.Wait()
+		claim := h.volume().Claims["a1"]
+		must.Eq(t, 1, claim.Attempts)
+		must.Eq(t, int64(0), claim.UnpublishUntil, must.Sprint("the answered call's deadline is dropped"))
+		settle(time.Second)
+		must.MapEmpty(t, h.volume().Claims)
+		past := h.pastClaim("a1")
+		must.Eq(t, int64(0), past.UnpublishUntil)
+	})
 }
