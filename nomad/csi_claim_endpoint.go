@@ -13,6 +13,7 @@ import (
 	metrics "github.com/hashicorp/go-metrics"
 
 	"github.com/berth-io/berth/helper/groupcommit"
+	"github.com/berth-io/berth/helper/steptrace"
 	"github.com/berth-io/berth/nomad/claims"
 	"github.com/berth-io/berth/nomad/state"
 	"github.com/berth-io/berth/nomad/structs"
@@ -215,6 +216,7 @@ func (v *CSIVolumeEndpoint) Claim(args *structs.CSIVolumeClaimRequest, reply *st
 	if done, err := v.srv.forward("CSIVolume.Claim", args, args, reply); done {
 		return err
 	}
+	steptrace.Mark(args.AllocationID, steptrace.ClaimServed)
 	ns, err := claimNamespace(&args.WriteRequest, "volume claim")
 	if err != nil {
 		return err
@@ -287,10 +289,12 @@ func (v *CSIVolumeEndpoint) Claim(args *structs.CSIVolumeClaimRequest, reply *st
 		// owns the volume now; the client retries there.
 		return structs.NewError(structs.CodeNoLeader, "claiming volume %q for alloc %s: leadership changed; retry", vol.ID, alloc.ID)
 	}
+	steptrace.Mark(alloc.ID, steptrace.ClaimProposed)
 	index, err := v.srv.writeClaims(&structs.CSIVolumeClaimUpdate{Namespace: ns, VolumeID: vol.ID, Claim: claim})
 	if err != nil {
 		return claimWriteError(vol.ID, alloc.ID, err)
 	}
+	steptrace.Mark(alloc.ID, steptrace.ClaimCommitted)
 	return v.claimReply(ns, vol.ID, alloc.ID, index, reply)
 }
 

@@ -446,7 +446,13 @@ func (f *FSM) applyPlanResults(buf []byte, index uint64) error {
 	if err := decodeRequest(buf, &req); err != nil {
 		return err
 	}
-	return f.State().UpsertPlanResults(index, &req)
+	if err := f.State().UpsertPlanResults(index, &req); err != nil {
+		return err
+	}
+	for _, a := range req.AllocsUpdated {
+		steptrace.Mark(a.ID, steptrace.AllocApplied)
+	}
+	return nil
 }
 
 func (f *FSM) applyAllocStop(buf []byte, index uint64) error {
@@ -511,7 +517,13 @@ func (f *FSM) applyCSIVolumeClaimGroups(buf []byte, index uint64) (errs []error,
 	for i, g := range req.Groups {
 		groups[i] = g.Claims
 	}
-	return f.State().UpdateCSIVolumeClaimGroups(index, groups, req.Timestamp)
+	errs, err = f.State().UpdateCSIVolumeClaimGroups(index, groups, req.Timestamp)
+	for i, g := range groups {
+		if err == nil && i < len(errs) && errs[i] == nil {
+			markTaken(g)
+		}
+	}
+	return errs, err
 }
 
 func (f *FSM) applyCSIVolumeClaim(buf []byte, index uint64) error {
@@ -519,7 +531,20 @@ func (f *FSM) applyCSIVolumeClaim(buf []byte, index uint64) error {
 	if err := decodeRequest(buf, &req); err != nil {
 		return err
 	}
-	return f.State().UpdateCSIVolumeClaims(index, req.Claims, req.Timestamp)
+	if err := f.State().UpdateCSIVolumeClaims(index, req.Claims, req.Timestamp); err != nil {
+		return err
+	}
+	markTaken(req.Claims)
+	return nil
+}
+
+// markTaken marks the claims a write made Taken (helper/steptrace).
+func markTaken(claims []*structs.CSIVolumeClaimUpdate) {
+	for _, u := range claims {
+		if u != nil && u.Claim != nil && u.Claim.Step == structs.CSIClaimTaken {
+			steptrace.Mark(u.Claim.AllocID, steptrace.ClaimApplied)
+		}
+	}
 }
 
 func (f *FSM) applyCSIPluginDelete(buf []byte, index uint64) error {

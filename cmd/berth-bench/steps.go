@@ -36,9 +36,9 @@ const (
 // missing from a run (a binary without the trace, a plugin that does not
 // stage) is skipped, and its leg folds into the next.
 var (
-	claimPath = []string{stepCreated, steptrace.AllocReceived, steptrace.AllocPersisted, steptrace.PrerunStarted,
-		steptrace.ClaimRecorded, steptrace.ClaimSent,
-		steptrace.ClaimAnswered, steptrace.MountRecorded, steptrace.StageSent, steptrace.Staged,
+	claimPath = []string{stepCreated, steptrace.AllocApplied, steptrace.AllocReceived, steptrace.AllocPersisted, steptrace.PrerunStarted,
+		steptrace.ClaimRecorded, steptrace.ClaimSent, steptrace.ClaimServed, steptrace.ClaimProposed,
+		steptrace.ClaimApplied, steptrace.ClaimCommitted, steptrace.ClaimAnswered, steptrace.MountRecorded, steptrace.StageSent, steptrace.Staged,
 		steptrace.PublishSent, steptrace.Published, stepMounted}
 	stopPath = []string{stepStopped, steptrace.StopReceived, steptrace.KillSent, steptrace.TaskExited,
 		steptrace.PostrunStarted, steptrace.Unpublished, steptrace.ReleaseAnswered, stepFreed}

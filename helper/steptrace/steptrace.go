@@ -62,8 +62,14 @@ func Mark(id, step string) {
 	_, _ = f.Write(line)
 }
 
-// The steps, in the order a claim cycle passes them.
+// The steps, in the order a claim cycle passes them. The servers mark
+// theirs too (AllocApplied, ClaimServed … ClaimCommitted): in one agent
+// that is both, the legs split each server hop.
 const (
+	// AllocApplied: the leader's FSM stored the plan that placed the
+	// alloc (after the plan entry's WAL append and commit); the client's
+	// blocking query is woken next.
+	AllocApplied = "alloc-applied"
 	// AllocReceived: the client's alloc watcher handed a new alloc to
 	// the client.
 	AllocReceived = "alloc-received"
@@ -78,8 +84,20 @@ const (
 	// to the node-local state file).
 	ClaimRecorded = "claim-recorded"
 	// ClaimSent and ClaimAnswered bracket the CSIVolume.Claim RPC.
-	ClaimSent     = "claim-sent"
-	ClaimAnswered = "claim-answered"
+	ClaimSent = "claim-sent"
+	// ClaimServed: the leader's Claim endpoint began (the call
+	// authorized, on the leader).
+	ClaimServed = "claim-served"
+	// ClaimProposed: the endpoint checked the claim under the volume's
+	// lock and hands the Taken write to the claim group commit.
+	ClaimProposed = "claim-proposed"
+	// ClaimApplied: the leader's FSM stored the claim as Taken (after its
+	// entry's WAL append and commit).
+	ClaimApplied = "claim-applied"
+	// ClaimCommitted: the endpoint has the write's answer; it reads the
+	// volume back for the reply next.
+	ClaimCommitted = "claim-committed"
+	ClaimAnswered  = "claim-answered"
 	// MountRecorded: the CSI hook recorded that it is mounting (a write
 	// to the node-local state file).
 	MountRecorded = "mount-recorded"
