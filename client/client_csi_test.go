@@ -206,12 +206,13 @@ func TestClient_ShutdownIsPromptWhileAPluginHangs(t *testing.T) {
 	}
 }
 
-// startHostpath serves Berth's hostpath plugin in node mode, in-process, so
-// it sees the host's mount namespace and host paths, until the test ends.
+// startHostpath serves Berth's hostpath plugin in node mode, staging
+// volumes, in-process, so it sees the host's mount namespace and host
+// paths, until the test ends.
 func startHostpath(t *testing.T, sock, root string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	p, err := hostpath.New(ctx, hostpath.Config{NodeID: "node-1", Root: root, Mode: hostpath.ModeNode, Logger: testlog.Logger(t)})
+	p, err := hostpath.New(ctx, hostpath.Config{NodeID: "node-1", Root: root, Mode: hostpath.ModeNode, Stage: true, Logger: testlog.Logger(t)})
 	must.NoError(t, err)
 	lis, err := net.Listen("unix", sock)
 	must.NoError(t, err)

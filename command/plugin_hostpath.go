@@ -34,8 +34,8 @@ func (c *pluginHostpathCommand) Help() string {
 Usage: berth plugin hostpath [options]
 
   Serves Berth's hostpath CSI plugin on a unix socket until SIGINT or SIGTERM.
-  Volumes are directories under -root; staging and publishing are bind mounts,
-  so the plugin must run as root. Plugins that share a -root share their state:
+  Volumes are directories under -root; publishing (and, with -stage, staging)
+  is a bind mount, so the plugin must run as root. Plugins that share a -root share their state:
   run one per Berth client node on a machine, each with its own -node-id.
 
 Options:
@@ -64,6 +64,13 @@ Options:
     did not create, such as a volume registered with 'berth volume
     register': each is created as an empty directory on first use, as node
     mode always does. Without it, such volumes are not found.
+
+  -stage
+    Advertise STAGE_UNSTAGE_VOLUME: NodeStageVolume bind-mounts the volume
+    on the staging path and NodePublishVolume binds that on the target.
+    Without it (the default) NodePublishVolume binds the volume directly,
+    which saves the CO a plugin call per volume and node; a directory gains
+    nothing from being staged first.
 
   -topology
     Advertise accessibility constraints with the segment
@@ -112,6 +119,7 @@ func (c *pluginHostpathCommand) parse(args []string) (hostpath.Config, hclog.Lev
 	fs.Int64Var(&cfg.MaxVolumesPerNode, "max-volumes", 0, "")
 	fs.BoolVar(&cfg.Topology, "topology", false, "")
 	fs.BoolVar(&cfg.StaticVolumes, "static-volumes", false, "")
+	fs.BoolVar(&cfg.Stage, "stage", false, "")
 	fs.StringVar(&logLevel, "log-level", "info", "")
 	if err := parseArgs(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

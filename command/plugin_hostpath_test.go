@@ -31,9 +31,9 @@ func TestPluginHostpathFlags(t *testing.T) {
 		{
 			name: "everything",
 			args: []string{"-endpoint", "/tmp/x.sock", "-root", "/tmp/r", "-node-id", "n1", "-mode", "node",
-				"-capacity", "1048576", "-max-volumes", "4", "-topology", "-static-volumes", "-log-level", "debug"},
+				"-capacity", "1048576", "-max-volumes", "4", "-topology", "-static-volumes", "-stage", "-log-level", "debug"},
 			want: hostpath.Config{Endpoint: "/tmp/x.sock", Root: "/tmp/r", NodeID: "n1", Mode: hostpath.ModeNode,
-				CapacityBytes: 1 << 20, MaxVolumesPerNode: 4, Topology: true, StaticVolumes: true},
+				CapacityBytes: 1 << 20, MaxVolumesPerNode: 4, Topology: true, StaticVolumes: true, Stage: true},
 			level: hclog.Debug,
 		},
 		{

@@ -33,12 +33,16 @@ type PluginJob struct {
 }
 
 // HostpathPlugin is Berth's hostpath plugin (the built berth binary, `berth
-// plugin hostpath -mode <mode>`) as csi_plugin type mode, with its -root
-// under the harness's Root: every client's instance shares that root, as
-// plugins on one machine should. extraArgs go after the others (e.g.
-// "-static-volumes" for a controller).
+// plugin hostpath -mode <mode> -stage`) as csi_plugin type mode, with its
+// -root under the harness's Root: every client's instance shares that root,
+// as plugins on one machine should. It stages volumes (-stage), so that the
+// scenarios run the client's whole stage/publish path, crash points and
+// staging counts included; "-stage=false" in extraArgs turns it off, as
+// the README's walk-through (walkthrough_test.go) and the dev agent's
+// plugin have it. extraArgs go after the others (e.g. "-static-volumes"
+// for a controller).
 func (h *Harness) HostpathPlugin(mode string, extraArgs ...string) *PluginJob {
-	args := []string{"plugin", "hostpath", "-mode", mode, "-root", h.HostpathRoot(), "-node-id", NodeIDVar, "-log-level", "debug"}
+	args := []string{"plugin", "hostpath", "-mode", mode, "-stage", "-root", h.HostpathRoot(), "-node-id", NodeIDVar, "-log-level", "debug"}
 	return &PluginJob{
 		PluginID: "hostpath", Type: mode, Command: h.Berth,
 		Args: append(args, extraArgs...),

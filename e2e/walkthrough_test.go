@@ -14,7 +14,8 @@ import (
 
 // TestE2E_WalkThrough is the README's stateful walk-through on one server
 // and one client, separate processes, Raft on disk: the hostpath plugin as
-// a system job, a registered volume, a writer that writes a file into it
+// a system job (publishing without staging, as the dev agent's does), a
+// registered volume, a writer that writes a file into it
 // and completes, its claim released once it is stopped (volume status: no
 // claims, a freed past claim, no mount left), and a reader whose logs show
 // what the writer wrote.
@@ -23,7 +24,7 @@ func TestE2E_WalkThrough(t *testing.T) {
 	c := h.NewCluster(t, 1, 1)
 	client := c.Clients[0]
 
-	c.RunPlugin(t, h.HostpathPlugin("node"))
+	c.RunPlugin(t, h.HostpathPlugin("node", "-stage=false"))
 	c.RegisterVolume(t, &Volume{ID: "data", PluginID: "hostpath", Capabilities: []Capability{
 		{SingleNodeWriter, FileSystem}, {SingleNodeReaderOnly, FileSystem},
 	}})

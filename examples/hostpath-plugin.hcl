@@ -1,6 +1,6 @@
 # Berth's own CSI plugin, on every client node. Volumes are directories
-# under -root, staged and published with bind mounts, so the client must
-# run as root. The plugin listens on $CSI_ENDPOINT, which the client sets
+# under -root, published with bind mounts (and staged too with -stage), so
+# the client must run as root. The plugin listens on $CSI_ENDPOINT, which the client sets
 # to a socket in mount_dir; ${node.unique.id} is interpolated by the
 # client.
 #

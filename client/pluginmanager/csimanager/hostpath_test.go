@@ -3,6 +3,7 @@ package csimanager
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -20,11 +21,12 @@ import (
 )
 
 // startHostpath serves Berth's hostpath plugin in node mode, in-process
-// (so it sees the test's mount namespace: host paths), until the test ends.
-func startHostpath(t *testing.T, sock, root string) {
+// (so it sees the test's mount namespace: host paths), until the test ends;
+// stage says whether it stages volumes.
+func startHostpath(t *testing.T, sock, root string, stage bool) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	p, err := hostpath.New(ctx, hostpath.Config{NodeID: "node-1", Root: root, Mode: hostpath.ModeNode, Logger: testlog.Logger(t)})
+	p, err := hostpath.New(ctx, hostpath.Config{NodeID: "node-1", Root: root, Mode: hostpath.ModeNode, Stage: stage, Logger: testlog.Logger(t)})
 	must.NoError(t, err)
 	lis, err := net.Listen("unix", sock)
 	must.NoError(t, err)
@@ -63,13 +65,25 @@ func detachMountsUnder(t *testing.T, dir string) {
 	}
 }
 
+// TestVolumeManager_HostpathPluginReallyMounts mounts a volume for two
+// allocs through the hostpath plugin, staging it once when the plugin
+// stages and not at all when it does not, and unmounts it across a
+// manager restart.
 func TestVolumeManager_HostpathPluginReallyMounts(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the hostpath plugin bind-mounts volumes")
 	}
+	for _, stage := range []bool{true, false} {
+		t.Run(fmt.Sprintf("stage=%t", stage), func(t *testing.T) {
+			testHostpathReallyMounts(t, stage)
+		})
+	}
+}
+
+func testHostpathReallyMounts(t *testing.T, stage bool) {
 	hpRoot, csiRoot, sock := t.TempDir(), t.TempDir(), socketPath(t)
 	t.Cleanup(func() { detachMountsUnder(t, csiRoot) })
-	startHostpath(t, sock, hpRoot)
+	startHostpath(t, sock, hpRoot, stage)
 	db := state.NewMemDB()
 	h := newManagerHarness(t, db, csiRoot, nil) // the real mount point check
 	h.register("hostpath", dynamicplugins.PluginTypeCSINode, sock, "plugin-alloc")
@@ -89,7 +103,17 @@ func TestVolumeManager_HostpathPluginReallyMounts(t *testing.T) {
 		must.True(t, mounted, must.Sprintf("%s is a mount", p))
 	}
 	staging := filepath.Join(csiRoot, "hostpath/staging/default/vol1/rw-file-system-single-node-multi-writer")
-	must.SliceContains(t, mountsUnder(t, csiRoot), staging)
+	mustStaged := func() {
+		t.Helper()
+		if stage {
+			must.SliceContains(t, mountsUnder(t, csiRoot), staging)
+			return
+		}
+		must.SliceNotContains(t, mountsUnder(t, csiRoot), staging)
+		_, err := os.Stat(staging)
+		must.True(t, os.IsNotExist(err), must.Sprintf("no staging directory for a plugin that does not stage: %v", err))
+	}
+	mustStaged()
 
 	// What a task writes to its publish path lands in the volume.
 	must.NoError(t, os.WriteFile(filepath.Join(a.Source, "hello"), []byte("from a"), 0o644))
@@ -107,7 +131,7 @@ func TestVolumeManager_HostpathPluginReallyMounts(t *testing.T) {
 	got, err = os.ReadFile(filepath.Join(b.Source, "hello"))
 	must.NoError(t, err)
 	must.Eq(t, "from a", string(got))
-	must.SliceContains(t, mountsUnder(t, csiRoot), staging)
+	mustStaged()
 
 	must.NoError(t, vm2.UnmountVolume(ctx, ref, "alloc-b", u))
 	must.SliceEmpty(t, mountsUnder(t, csiRoot))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -75,52 +76,67 @@ func BenchmarkProbe(b *testing.B) {
 }
 
 // BenchmarkNodePublishUnpublish is the pair the target is about, against a
-// staged volume. "plugin-created" is the spec's default (the plugin creates
-// the target directory and removes it at unpublish); "precreated" is a CO
-// that creates the target itself, which leaves the plugin only the mount.
+// staged volume ("staged": the plugin stages, Config.Stage) or straight from
+// the volume directory ("unstaged", the default). "plugin-created" is the
+// spec's default (the plugin creates the target directory and removes it
+// at unpublish); "precreated" is a CO that creates the target itself, which
+// leaves the plugin only the mount.
 func BenchmarkNodePublishUnpublish(b *testing.B) {
 	requireRoot(b)
-	for _, precreate := range []bool{false, true} {
-		name := "target=plugin-created"
-		if precreate {
-			name = "target=precreated"
-		}
-		b.Run(name, func(b *testing.B) {
-			ctx := context.Background()
-			dir := mountRoot(b)
-			tp := startPlugin(b, Config{NodeID: "bench", Root: filepath.Join(dir, "root"), Logger: hclog.NewNullLogger()})
-			vol := createVolume(b, tp, "bench", snw).GetVolumeId()
-			c := mountCap(snw)
-			if _, err := tp.ctrl.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{VolumeId: vol, NodeId: "bench", VolumeCapability: c}); err != nil {
-				b.Fatal(err)
+	for _, staged := range []bool{true, false} {
+		for _, precreate := range []bool{false, true} {
+			name := "staged"
+			if !staged {
+				name = "unstaged"
 			}
-			staging, target := filepath.Join(dir, "staging"), filepath.Join(dir, "target")
-			if err := os.Mkdir(staging, 0o750); err != nil {
-				b.Fatal(err)
-			}
+			name += "/target=plugin-created"
 			if precreate {
-				if err := os.Mkdir(target, 0o750); err != nil {
-					b.Fatal(err)
-				}
+				name = strings.Replace(name, "plugin-created", "precreated", 1)
 			}
-			if _, err := tp.node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: vol, StagingTargetPath: staging, VolumeCapability: c}); err != nil {
-				b.Fatal(err)
-			}
-			pub := &csi.NodePublishVolumeRequest{VolumeId: vol, StagingTargetPath: staging, TargetPath: target, VolumeCapability: c}
-			unpub := &csi.NodeUnpublishVolumeRequest{VolumeId: vol, TargetPath: target}
-			b.ResetTimer()
-			for b.Loop() {
-				if _, err := tp.node.NodePublishVolume(ctx, pub); err != nil {
-					b.Fatal(err)
-				}
-				if _, err := tp.node.NodeUnpublishVolume(ctx, unpub); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.StopTimer()
-			if _, err := tp.node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: vol, StagingTargetPath: staging}); err != nil {
-				b.Fatal(err)
-			}
-		})
+			b.Run(name, func(b *testing.B) { benchPublishUnpublish(b, staged, precreate) })
+		}
+	}
+}
+
+func benchPublishUnpublish(b *testing.B, staged, precreate bool) {
+	ctx := context.Background()
+	dir := mountRoot(b)
+	tp := startPlugin(b, Config{NodeID: "bench", Root: filepath.Join(dir, "root"), Logger: hclog.NewNullLogger(), Stage: staged})
+	vol := createVolume(b, tp, "bench", snw).GetVolumeId()
+	c := mountCap(snw)
+	if _, err := tp.ctrl.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{VolumeId: vol, NodeId: "bench", VolumeCapability: c}); err != nil {
+		b.Fatal(err)
+	}
+	staging, target := filepath.Join(dir, "staging"), filepath.Join(dir, "target")
+	if err := os.Mkdir(staging, 0o750); err != nil {
+		b.Fatal(err)
+	}
+	if precreate {
+		if err := os.Mkdir(target, 0o750); err != nil {
+			b.Fatal(err)
+		}
+	}
+	pub := &csi.NodePublishVolumeRequest{VolumeId: vol, TargetPath: target, VolumeCapability: c}
+	if staged {
+		if _, err := tp.node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: vol, StagingTargetPath: staging, VolumeCapability: c}); err != nil {
+			b.Fatal(err)
+		}
+		pub.StagingTargetPath = staging
+	}
+	unpub := &csi.NodeUnpublishVolumeRequest{VolumeId: vol, TargetPath: target}
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := tp.node.NodePublishVolume(ctx, pub); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := tp.node.NodeUnpublishVolume(ctx, unpub); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if staged {
+		if _, err := tp.node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: vol, StagingTargetPath: staging}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

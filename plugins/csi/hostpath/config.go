@@ -72,6 +72,15 @@ type Config struct {
 	// NodeStageVolume. Off by default: a CSI controller answers NotFound for
 	// a volume it does not know.
 	StaticVolumes bool
+	// Stage makes the plugin advertise STAGE_UNSTAGE_VOLUME: NodeStage
+	// bind-mounts the volume directory on the staging path and NodePublish
+	// binds the staging path on the target. Off by default: for a volume
+	// that is a directory, a stage adds nothing a publish does not (the
+	// kubernetes-csi hostpath driver's NodeStage is a no-op), and it cost
+	// the CO a plugin round trip per first mount on a node. NodeStage and
+	// NodeUnstage are served either way, so a CO that staged while the
+	// plugin did can still unstage after a restart without it.
+	Stage bool
 	// CanMount reports whether this process can make bind mounts; nil means
 	// CheckMountPrivileges. When it cannot, the Node service still serves,
 	// but NodeGetInfo fails with FailedPrecondition and the error's text, so

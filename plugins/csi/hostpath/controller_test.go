@@ -333,7 +333,7 @@ func TestControllerPublish(t *testing.T) {
 // without root.
 func TestNodeArguments(t *testing.T) {
 	ctx := context.Background()
-	tp := startPlugin(t, Config{NodeID: "n1", Root: t.TempDir()})
+	tp := startPlugin(t, Config{NodeID: "n1", Root: t.TempDir(), Stage: true})
 	vol := createVolume(t, tp, "v", snw).GetVolumeId()
 	stage := t.TempDir()
 	cases := []struct {

@@ -1,5 +1,6 @@
 // Package hostpath is Berth's own CSI plugin: volumes are directories under a
-// root directory, and staging and publishing are bind mounts. It is run as
+// root directory, and publishing (and, with Config.Stage, staging) is a bind
+// mount. It is run as
 // `berth plugin hostpath` and serves the CSI Identity, Controller and Node
 // services on a unix socket, depending on its Mode.
 //
@@ -21,18 +22,28 @@
 //	                        device, see block.go)
 //	<root>/snapshots/<id>/  one directory per snapshot (a recursive copy)
 //
-// The life of a volume on a node, as this plugin sees it:
+// The life of a volume on a node, as this plugin sees it (NodeStage and
+// NodeUnstage only with Config.Stage, the -stage flag):
 //
-//	CreateVolume ──► ControllerPublish(node) ──► NodeStage(staging path) ──► NodePublish(target)
-//	                                                                              │
-//	DeleteVolume ◄── ControllerUnpublish(node) ◄── NodeUnstage ◄──────── NodeUnpublish
+//	CreateVolume ──► ControllerPublish(node) ──► [NodeStage(staging path)] ──► NodePublish(target)
+//	                                                                                │
+//	DeleteVolume ◄── ControllerUnpublish(node) ◄── [NodeUnstage] ◄──────── NodeUnpublish
+//
+// Staging is off by default: a directory gains nothing from being staged
+// before it is published (the kubernetes-csi hostpath driver advertises
+// STAGE_UNSTAGE_VOLUME with a NodeStage that does nothing), and each stage
+// cost the CO a plugin round trip on its claim path. Without it,
+// NodePublish binds the volume directory itself and makes the checks
+// NodeStage makes otherwise. The e2e scenarios run it with -stage, so the
+// CO's staging path stays exercised against a real plugin.
 //
 // A volume the CO registered without CreateVolume (statically provisioned)
-// starts at ControllerPublish with Config.StaticVolumes, or at NodeStage in
-// node mode: its directory is created empty on that first use.
+// starts at ControllerPublish with Config.StaticVolumes, or at its first
+// NodeStage (NodePublish without staging) in node mode: its directory is
+// created empty on that first use.
 //
 // Every step is idempotent, and each step refuses to run out of order
-// (NodePublish before NodeStage, NodeUnstage while published, NodeStage of a
+// (NodePublish before NodeStage when staging, NodeUnstage while published, NodeStage of a
 // controller-created volume that is not controller-published to the node), so
 // a CO that skips a step gets a FailedPrecondition naming the volume and what
 // is missing instead of silently working.

@@ -20,16 +20,20 @@ type nodeServer struct {
 }
 
 // nodeCaps are the node capabilities; each is implemented.
+// STAGE_UNSTAGE_VOLUME is added with Config.Stage.
 var nodeCaps = []csi.NodeServiceCapability_RPC_Type{
-	csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME,
 	csi.NodeServiceCapability_RPC_GET_VOLUME_STATS,
 	csi.NodeServiceCapability_RPC_EXPAND_VOLUME,
 	csi.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
 }
 
 func (s *nodeServer) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {
-	caps := make([]*csi.NodeServiceCapability, 0, len(nodeCaps))
-	for _, t := range nodeCaps {
+	types := nodeCaps
+	if s.p.cfg.Stage {
+		types = append([]csi.NodeServiceCapability_RPC_Type{csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME}, nodeCaps...)
+	}
+	caps := make([]*csi.NodeServiceCapability, 0, len(types))
+	for _, t := range types {
 		caps = append(caps, &csi.NodeServiceCapability{Type: &csi.NodeServiceCapability_Rpc{
 			Rpc: &csi.NodeServiceCapability_RPC{Type: t},
 		}})

@@ -13,13 +13,19 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// NodePublishVolume bind-mounts the staging path on the target path,
-// creating the target directory if needed (for the block access type, a
-// loop device of the volume's image on a target file: see block.go). Read-only when asked, when the
-// access mode is reader-only, or when the volume was controller-published
-// read-only. The volume must be staged at the given staging path first: the
-// plugin advertises STAGE_UNSTAGE_VOLUME, and a CO that skips the stage gets
-// FailedPrecondition (the spec's "staging target path not set").
+// NodePublishVolume bind-mounts the volume on the target path, creating
+// the target directory if needed (for the block access type, a loop device
+// of the volume's image on a target file: see block.go). Read-only when
+// asked, when the access mode is reader-only, or when the volume was
+// controller-published read-only.
+//
+// The source of the bind is the staging path when the volume is staged
+// there, and the volume directory itself otherwise. With Config.Stage the
+// plugin advertises STAGE_UNSTAGE_VOLUME and a CO that skips the stage gets
+// FailedPrecondition (the spec's "staging target path not set"); without
+// it, the publish makes the checks NodeStageVolume would have made (the
+// access mode across nodes, the controller publish to this node, the
+// static volume's first use in node mode).
 func (s *nodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
 	const op = "node publish volume"
 	id, node := req.GetVolumeId(), s.p.cfg.NodeID
@@ -31,20 +37,35 @@ func (s *nodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "%s %q: %v", op, id, err)
 	}
-	if req.GetStagingTargetPath() == "" {
-		return nil, status.Errorf(codes.FailedPrecondition, "%s %q: staging_target_path is required: stage the volume with NodeStageVolume first", op, id)
+	if n, ok := req.GetPublishContext()[publishContextNodeID]; ok && n != node {
+		return nil, status.Errorf(codes.FailedPrecondition, "%s %q: the publish context is for node %q, but this is node %q", op, id, n, node)
 	}
-	staging, err := absPath(op, id, "staging_target_path", req.GetStagingTargetPath())
-	if err != nil {
-		return nil, err
+	staging := ""
+	switch {
+	case req.GetStagingTargetPath() != "":
+		if staging, err = absPath(op, id, "staging_target_path", req.GetStagingTargetPath()); err != nil {
+			return nil, err
+		}
+	case s.p.cfg.Stage:
+		return nil, status.Errorf(codes.FailedPrecondition, "%s %q: staging_target_path is required: stage the volume with NodeStageVolume first", op, id)
 	}
 	err = s.p.store.update(ctx, false, func(tx *txn) error {
 		v := tx.Volumes[id]
-		if v == nil {
-			if s.p.cfg.Mode == ModeNode {
-				return status.Errorf(codes.FailedPrecondition, "%s %q: volume is not staged on node %q; call NodeStageVolume first", op, id, node)
-			}
+		switch {
+		case v != nil:
+		case s.p.cfg.Mode != ModeNode:
 			return status.Errorf(codes.NotFound, "%s %q: volume does not exist", op, id)
+		case s.p.cfg.Stage:
+			return status.Errorf(codes.FailedPrecondition, "%s %q: volume is not staged on node %q; call NodeStageVolume first", op, id, node)
+		default:
+			if v, err = s.p.staticVolume(op, id); err != nil {
+				return err
+			}
+		}
+		// From the staging only if the volume is staged there: a plugin
+		// that stopped staging still publishes what was staged before.
+		if st, ok := v.stageOn(node); !ok || st.Path != staging {
+			staging = ""
 		}
 		a, attached := v.attachment(node)
 		readonly := req.GetReadonly() || mode.readerOnly() || (attached && a.Readonly)
@@ -56,13 +77,20 @@ func (s *nodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 			if pub.Block {
 				return nil
 			}
-			return s.ensureMounted(v, staging, target, readonly)
+			return s.ensureMounted(v, s.publishSource(v, pub.StagingPath), target, readonly)
 		}
 		if other, ok := tx.publishedAt(node, target); ok {
 			return status.Errorf(codes.AlreadyExists, "%s %q: volume %q is already published at %q", op, id, other.ID, target)
 		}
-		if st, ok := v.stageOn(node); !ok || st.Path != staging {
-			return status.Errorf(codes.FailedPrecondition, "%s %q: volume is not staged on node %q at %q; call NodeStageVolume first", op, id, node, staging)
+		if staging == "" {
+			if s.p.cfg.Stage {
+				return status.Errorf(codes.FailedPrecondition, "%s %q: volume is not staged on node %q at %q; call NodeStageVolume first", op, id, node, req.GetStagingTargetPath())
+			}
+			// What NodeStageVolume checks for a plugin that stages.
+			if !attached && !v.Static {
+				return status.Errorf(codes.FailedPrecondition, "%s %q: volume is not controller-published to node %q (published to %q); call ControllerPublishVolume first",
+					op, id, node, v.publishedNodes())
+			}
 		}
 		if err := checkConflict(id, v.usages(), usage{Kind: usagePublish, NodeID: node, Path: target, Mode: mode, Readonly: readonly}); err != nil {
 			return status.Errorf(codes.FailedPrecondition, "%s %q: %v", op, id, err)
@@ -90,7 +118,7 @@ func (s *nodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 				return s.recordPublish(tx, v, Publish{NodeID: node, TargetPath: target, StagingPath: staging, Mode: mode, Readonly: readonly})
 			}
 		}
-		if err := bindMount(staging, target, readonly); err != nil {
+		if err := bindMount(s.publishSource(v, staging), target, readonly); err != nil {
 			if created {
 				os.Remove(target)
 			}
@@ -102,6 +130,15 @@ func (s *nodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 		return nil, statusErr(op, id, err)
 	}
 	return &csi.NodePublishVolumeResponse{}, nil
+}
+
+// publishSource is what a publish binds: the staging path it was staged
+// at, or the volume directory for a publish without staging.
+func (s *nodeServer) publishSource(v *Volume, staging string) string {
+	if staging != "" {
+		return staging
+	}
+	return s.p.volumeDir(v.ID)
 }
 
 func (s *nodeServer) recordPublish(tx *txn, v *Volume, pub Publish) error {

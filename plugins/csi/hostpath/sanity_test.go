@@ -53,6 +53,9 @@ func TestSanity(t *testing.T) {
 		"-endpoint", "unix://"+sock,
 		"-root", filepath.Join(work, "root"),
 		"-node-id", "sanity-node",
+		// Staging, so the suite covers NodeStage/NodeUnstage too; a
+		// publish without staging is covered by node_test.go.
+		"-stage",
 		"-capacity", strconv.Itoa(1<<30),
 		"-max-volumes", "8",
 		"-log-level", "warn",
