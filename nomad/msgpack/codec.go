@@ -10,9 +10,9 @@
 package msgpack
 
 import (
-	"bytes"
 	"fmt"
 	"reflect"
+	"sync"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 
@@ -32,14 +32,33 @@ var msgpackHandle = func() *codec.MsgpackHandle {
 // state and RPC, so all of them encode a struct the same way.
 func Handle() *codec.MsgpackHandle { return msgpackHandle }
 
+// encodeScratch holds the buffers Encode encodes into; one that grew
+// past maxScratch is dropped rather than kept.
+var encodeScratch = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+const maxScratch = 4 << 20
+
 // Encode frames msg as one Raft entry: the type byte, then msgpack.
 func Encode(t structs.MessageType, msg any) ([]byte, error) {
-	var buf bytes.Buffer
-	buf.WriteByte(uint8(t))
-	if err := codec.NewEncoder(&buf, msgpackHandle).Encode(msg); err != nil {
+	// Straight into a reused byte slice, then one copy of the exact
+	// size behind the type byte: through an io.Writer the encoder copied
+	// every write into its own buffer and then into a bytes.Buffer that
+	// grew by doubling (a 1,000-volume register's ~0.5 MB entry
+	// allocated 1.31 MB, now 0.53 MB: BenchmarkEncodeRegister1000).
+	scratch := encodeScratch.Get().(*[]byte)
+	body := (*scratch)[:0]
+	err := codec.NewEncoderBytes(&body, msgpackHandle).Encode(msg)
+	out := make([]byte, 1+len(body))
+	out[0] = uint8(t)
+	copy(out[1:], body)
+	if cap(body) <= maxScratch {
+		*scratch = body[:0]
+		encodeScratch.Put(scratch)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("encoding message type %d: %w", t, err)
 	}
-	return buf.Bytes(), nil
+	return out, nil
 }
 
 // Decode reads msgpack bytes (without the type byte) into out.
