@@ -136,11 +136,11 @@ func (v *CSIVolumeEndpoint) Register(args *structs.CSIVolumeRegisterRequest, rep
 	args.Namespace, args.Volumes, args.Timestamp = ns, vols, now
 	// vols are this call's own (copies, or volumes handed over), so the
 	// leader's FSM may store them without decoding the entry.
-	resp, index, err := v.srv.raftApplyHandOff(structs.CSIVolumeRegisterRequestType, args, markOne(vols, steptrace.RegisterProposed))
+	resp, index, err := v.srv.raftApplyHandOff(structs.CSIVolumeRegisterRequestType, args, markFirst(vols, steptrace.RegisterProposed))
 	if err != nil {
 		return fmt.Errorf("registering volumes: %w", err)
 	}
-	markOne(vols, steptrace.RegisterCommitted)()
+	markFirst(vols, steptrace.RegisterCommitted)()
 	// The answer is the volumes as this entry stored them (the FSM's
 	// response), not read back one by one: that was 1,000 lookups and
 	// deep copies per 1,000-volume register.
@@ -156,10 +156,10 @@ func (v *CSIVolumeEndpoint) Register(args *structs.CSIVolumeRegisterRequest, rep
 	return nil
 }
 
-// markOne returns a func that marks step (helper/steptrace) for a
-// register of one volume, and does nothing for others.
-func markOne(vols []*structs.CSIVolume, step string) func() {
-	if len(vols) != 1 {
+// markFirst returns a func that marks step (helper/steptrace) for the
+// register of vols, keyed by its first volume's ID.
+func markFirst(vols []*structs.CSIVolume, step string) func() {
+	if len(vols) == 0 || vols[0] == nil {
 		return func() {}
 	}
 	id := vols[0].ID

@@ -488,10 +488,14 @@ func (f *FSM) applyCSIVolumeRegister(buf []byte, index uint64) ([]*structs.CSIVo
 		}
 		vols = req.Volumes
 	}
+	traced := len(vols) > 0 && vols[0] != nil
+	if traced {
+		steptrace.Mark(vols[0].ID, steptrace.RegisterStoring)
+	}
 	if err := f.State().UpsertCSIVolumesOwned(index, vols); err != nil {
 		return nil, err
 	}
-	if len(vols) == 1 && vols[0] != nil {
+	if traced {
 		steptrace.Mark(vols[0].ID, steptrace.RegisterApplied)
 	}
 	return vols, nil

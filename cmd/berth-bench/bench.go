@@ -237,7 +237,12 @@ func (b *bench) batchRows(ctx context.Context) []row {
 	}
 	n := b.cfg.batch
 	b.progress("registering %d volumes in one request, %d times...", n, b.cfg.batches)
-	samples, err := b.registerBatches(ctx)
+	samples, times, err := b.registerBatches(ctx)
+	if err == nil {
+		if tr, terr := readTrace(b.agent.tracePath); terr == nil {
+			b.steps = append(b.steps, breakdownOf(fmt.Sprintf("register, %d volumes in one request", b.cfg.batch), registerPath, registerMarks(times, tr))...)
+		}
+	}
 	return []row{samplesRow(rowRegisterBatch, fmt.Sprintf("%d volumes in one register request", n), kindLatency, n, samples, 0, err)}
 }
 
@@ -345,9 +350,10 @@ func (b *bench) registerVolumes(ctx context.Context) ([]time.Duration, time.Dura
 // registerBatches registers cfg.batches requests of cfg.batch new
 // volumes each and returns each request's latency. Each answer must hold
 // every volume of its request.
-func (b *bench) registerBatches(ctx context.Context) ([]time.Duration, error) {
+func (b *bench) registerBatches(ctx context.Context) ([]time.Duration, map[string][2]time.Time, error) {
 	c := b.agent.api
 	samples := make([]time.Duration, 0, b.cfg.batches)
+	times := make(map[string][2]time.Time, b.cfg.batches) // first volume's ID → sent, returned
 	for round := range b.cfg.batches {
 		vols := make([]*api.CSIVolume, b.cfg.batch)
 		for i := range vols {
@@ -355,16 +361,17 @@ func (b *bench) registerBatches(ctx context.Context) ([]time.Duration, error) {
 		}
 		t := time.Now()
 		resp, _, err := c.CSIVolumes().RegisterOpts(&api.CSIVolumeRegisterRequest{Volumes: vols}, writeOpts(ctx))
-		d := time.Since(t)
+		done := time.Now()
 		if err != nil {
-			return nil, fmt.Errorf("registering %d volumes in one request (round %d): %w", len(vols), round+1, err)
+			return nil, nil, fmt.Errorf("registering %d volumes in one request (round %d): %w", len(vols), round+1, err)
 		}
 		if len(resp.Volumes) != len(vols) {
-			return nil, fmt.Errorf("registering %d volumes in one request: the answer holds %d", len(vols), len(resp.Volumes))
+			return nil, nil, fmt.Errorf("registering %d volumes in one request: the answer holds %d", len(vols), len(resp.Volumes))
 		}
-		samples = append(samples, d)
+		samples = append(samples, done.Sub(t))
+		times[vols[0].ID] = [2]time.Time{t, done}
 	}
-	return samples, nil
+	return samples, times, nil
 }
 
 // measureJobRuns submits a job of jobAllocs exec tasks without volumes

@@ -28,7 +28,7 @@ const (
 	stepMounted = "mounted-event" // the CSI hook's "mounted" task event
 	stepStopped = "stop-called"   // the job's Deregister returned
 	stepFreed   = "freed-seen"    // a blocking volume list saw no claim
-	stepRegSent = "register-sent" // the bench calls Register (one volume)
+	stepRegSent = "register-sent" // the bench sends a register request
 	stepRegDone = "register-done" // that call returned
 )
 
@@ -42,11 +42,13 @@ var (
 		steptrace.PublishSent, steptrace.Published, stepMounted}
 	stopPath = []string{stepStopped, steptrace.StopReceived, steptrace.KillSent, steptrace.TaskExited,
 		steptrace.PostrunStarted, steptrace.Unpublished, steptrace.ReleaseAnswered, stepFreed}
-	// registerPath is a one-volume register's (marked by its volume ID):
-	// proposed → applied is Raft (the WAL append, commit and hand-offs to
-	// the FSM goroutine) and the store's write.
+	// registerPath is a register request's (marked by the ID of its
+	// first volume): proposed → storing is Raft (the WAL append, commit
+	// and hand-offs to the FSM goroutine, or the entry's decode when the
+	// FSM could not take the leader's message), storing → applied the
+	// store's write.
 	registerPath = []string{stepRegSent, steptrace.RegisterReceived, steptrace.RegisterDecoded,
-		steptrace.RegisterProposed, steptrace.RegisterApplied, steptrace.RegisterCommitted,
+		steptrace.RegisterProposed, steptrace.RegisterStoring, steptrace.RegisterApplied, steptrace.RegisterCommitted,
 		steptrace.RegisterReplied, stepRegDone}
 )
 

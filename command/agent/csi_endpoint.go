@@ -241,8 +241,8 @@ func (s *HTTPServer) csiVolumesWrite(w http.ResponseWriter, r *http.Request, id,
 	if method == "CSIVolume.Create" {
 		args = &structs.CSIVolumeCreateRequest{Volumes: vols, WriteRequest: wr}
 	}
-	one := len(vols) == 1 && vols[0] != nil && vols[0].ID == id
-	if one {
+	traced := vols[0] != nil && vols[0].ID == id // the step trace's key
+	if traced {
 		steptrace.Mark(id, steptrace.RegisterDecoded)
 	}
 	var reply structs.CSIVolumeRegisterResponse
@@ -265,7 +265,7 @@ func (s *HTTPServer) csiVolumesWrite(w http.ResponseWriter, r *http.Request, id,
 		}
 		out.Volumes = append(out.Volumes, av)
 	}
-	if one {
+	if traced {
 		steptrace.Mark(id, steptrace.RegisterReplied)
 	}
 	return (*registerAnswer)(&out), nil

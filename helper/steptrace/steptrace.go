@@ -1,10 +1,10 @@
 // Package steptrace records when an alloc passes each step of the
 // client's claim path (alloc received, persisted, Claim RPC sent and
 // answered, staged, published; on stop: kill sent, task exited,
-// unpublished, Unpublish RPC answered), and a one-volume register each
-// hop of the servers' write path (HTTP handler, endpoint, Raft, FSM), so
+// unpublished, Unpublish RPC answered), and a register each hop of the
+// servers' write path (HTTP handler, endpoint, Raft, FSM), so
 // that cmd/berth-bench can say where each millisecond of "alloc created →
-// NodePublish done", "stop → claim freed" and "register 1 volume" goes
+// NodePublish done", "stop → claim freed" and a volume register goes
 // (README, Benchmarks).
 //
 // It is off unless the agent starts with $BERTH_STEP_TRACE naming a file:
@@ -130,8 +130,8 @@ const (
 	ReleaseAnswered = "release-answered"
 )
 
-// The steps of a one-volume register, marked with the volume's ID (a
-// register of several volumes is not marked).
+// The steps of a register, marked with the ID of the request's first
+// volume when the request's path names it (as the api package's does).
 const (
 	// RegisterReceived: the agent's HTTP handler began the request.
 	RegisterReceived = "register-received"
@@ -141,8 +141,10 @@ const (
 	// RegisterProposed: the endpoint checked the volume and encoded the
 	// entry; Raft's Apply is called next.
 	RegisterProposed = "register-proposed"
-	// RegisterApplied: the leader's FSM stored the volume (after the
-	// entry's WAL append and commit).
+	// RegisterStoring: the leader's FSM has the entry (appended to the
+	// WAL, committed, handed to the FSM goroutine) and begins storing it.
+	RegisterStoring = "register-storing"
+	// RegisterApplied: the leader's FSM stored the volumes.
 	RegisterApplied = "register-applied"
 	// RegisterCommitted: the endpoint has Raft's answer.
 	RegisterCommitted = "register-committed"
