@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -98,4 +99,19 @@ func TestPlugin_SendsNoBandwidthPings(t *testing.T) {
 		must.NoError(t, err)
 	}
 	must.Zero(t, lis.pings(t))
+}
+
+// The plugin runs on one processor unless $GOMAXPROCS asks otherwise.
+func TestOneProc(t *testing.T) {
+	before := runtime.GOMAXPROCS(0)
+	t.Cleanup(func() { runtime.GOMAXPROCS(before) })
+
+	runtime.GOMAXPROCS(2)
+	t.Setenv("GOMAXPROCS", "2")
+	oneProc()
+	must.EqOp(t, 2, runtime.GOMAXPROCS(0), must.Sprint("an explicit $GOMAXPROCS is the operator's"))
+
+	t.Setenv("GOMAXPROCS", "")
+	oneProc()
+	must.EqOp(t, 1, runtime.GOMAXPROCS(0))
 }
