@@ -178,7 +178,7 @@ func (s *Server) raftSubmit(t structs.MessageType, msg any) func() (any, uint64,
 	if err != nil {
 		return func() (any, uint64, error) { return nil, 0, err }
 	}
-	f := s.raft.Apply(buf, s.config.RaftTimeout)
+	f := s.propose(buf)
 	return func() (any, uint64, error) { return s.applied(f) }
 }
 

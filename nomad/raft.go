@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"sync"
 	"time"
 
@@ -181,7 +182,22 @@ func (s *Server) raftApply(t structs.MessageType, msg any) (any, uint64, error) 
 	if err != nil {
 		return nil, 0, err
 	}
-	return s.applied(s.raft.Apply(buf, s.config.RaftTimeout))
+	return s.applied(s.propose(buf))
+}
+
+// propose hands an encoded entry to Raft and returns its future. Apply
+// readies Raft's leader loop, which takes the entry, into this
+// goroutine's scheduling slot (the P's runnext); the wait that follows
+// starts a goroutine (raftWait), which would take that slot and push the
+// leader loop to the back of the run queue, behind whatever else the
+// process has runnable, before it appends the entry to the WAL. The
+// yield lets the leader loop run first. K=1 step trace, one agent at
+// load 8–13: a Claim's write took 0.88–1.86 ms (median of 30) from the
+// handoff to the WAL append's start, 0.04 ms with the yield.
+func (s *Server) propose(buf []byte) raft.ApplyFuture {
+	f := s.raft.Apply(buf, s.config.RaftTimeout)
+	runtime.Gosched()
+	return f
 }
 
 // raftApplyHandOff is raftApply for a message the FSM may store as it is
@@ -204,7 +220,7 @@ func (s *Server) raftApplyHandOff(t structs.MessageType, msg any, proposed func(
 		defer s.fsm.decoded.take(buf[1:])
 	}
 	proposed()
-	return s.applied(s.raft.Apply(buf, s.config.RaftTimeout))
+	return s.applied(s.propose(buf))
 }
 
 // applied waits for f (raftWait) and answers as raftApply does.
