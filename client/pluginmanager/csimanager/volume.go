@@ -480,5 +480,11 @@ func (v *volumeManager) unmountLocked(ctx, callCtx context.Context, vol VolumeRe
 		}
 		logger.Debug("unstaged volume", "path", staging)
 	}
+	if len(rec.Allocs) == 0 {
+		// No record (a record without allocs is never stored): nothing
+		// to delete, and deleting costs a client state commit on the
+		// release path of every plugin that does not stage.
+		return nil
+	}
 	return v.usage.put(key, &usageRecord{})
 }

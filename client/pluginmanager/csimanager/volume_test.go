@@ -3,6 +3,7 @@ package csimanager
 import (
 	"context"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -356,4 +357,57 @@ func learnedStaging(t *testing.T, m *volumeManager) {
 		}),
 		wait.Timeout(10*time.Second), wait.Gap(5*time.Millisecond)),
 		must.Sprint("the manager should learn that the plugin stages"))
+}
+
+// usageWrites counts the writes to the staging-usage bucket.
+type usageWrites struct {
+	state.DB
+	// mu guards n.
+	mu sync.Mutex
+	n  int
+}
+
+func (d *usageWrites) count(bucket string) {
+	if bucket == state.BucketCSIUsage {
+		d.mu.Lock()
+		d.n++
+		d.mu.Unlock()
+	}
+}
+
+func (d *usageWrites) Put(bucket, key string, value []byte) error {
+	d.count(bucket)
+	return d.DB.Put(bucket, key, value)
+}
+
+func (d *usageWrites) Delete(bucket, key string) error {
+	d.count(bucket)
+	return d.DB.Delete(bucket, key)
+}
+
+func (d *usageWrites) writes() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.n
+}
+
+// A plugin that does not stage costs no staging-usage write on the mount
+// or the unmount: each was a client state commit on the claim or release
+// path for a record that never existed.
+func TestVolumeManager_NoUsageWritesWithoutStaging(t *testing.T) {
+	sock := socketPath(t)
+	p := fake.Start(t, sock)
+	p.Configure(func(s *fake.Settings) {
+		s.NodeCapabilities = []csipb.NodeServiceCapability_RPC_Type{csipb.NodeServiceCapability_RPC_GET_VOLUME_STATS}
+	})
+	db := &usageWrites{DB: state.NewMemDB()}
+	h := newManagerHarness(t, db, t.TempDir(), nil)
+	h.register("fakeplug", dynamicplugins.PluginTypeCSINode, sock, "plugin-alloc")
+	vm := h.nodePlugin("fakeplug")
+	ctx := context.Background()
+	_, err := vm.MountVolume(ctx, testVolume("v1"), alloc("a1"), rwUsage, nil)
+	must.NoError(t, err)
+	must.NoError(t, vm.UnmountVolume(ctx, VolumeRef{Namespace: "default", ID: "v1", ExternalID: "ext-v1"}, "a1", rwUsage))
+	must.Eq(t, 1, p.Calls("NodeUnpublishVolume"))
+	must.Zero(t, db.writes())
 }
