@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"math/bits"
 	"strconv"
 	"strings"
 )
@@ -169,13 +170,27 @@ func (d *stubDecoder) volume(v *CSIVolume) error {
 		return nil
 	}
 	var seen uint64
+	next := 0 // the field expected next
 	for {
 		key, err := d.key()
 		if err != nil {
 			return err
 		}
-		bit, known := volumeFieldBit[key]
+		// Keys come in volumeFields' order from encoding/json and from
+		// CSIVolumeRegisterRequest.AppendJSON: one comparison with the
+		// field expected next instead of a map lookup per key (~5% of
+		// the CPU of decoding 1,000 volumes, BenchmarkDecodeVolumes1000).
+		var (
+			bit   uint64
+			known bool
+		)
+		if next < len(volumeFields) && key == volumeFields[next] {
+			bit, known = 1<<next, true
+		} else {
+			bit, known = volumeFieldBit[key]
+		}
 		if known {
+			next = bits.TrailingZeros64(bit) + 1
 			// encoding/json merges a repeated object or map into the
 			// first; leave that to it.
 			if seen&bit != 0 {
