@@ -102,7 +102,7 @@ var importRules = []importRule{
 		why:   "schedulers see state through narrow interfaces"},
 	{pkg: "nomad/leader", what: "the leader runtime: eval broker, blocked evals, plan queue and applier, heartbeats, drainer, workers",
 		berth: []string{"nomad/state", "nomad/structs", "nomad/scheduler", "helper"},
-		third: []string{"github.com/hashicorp/go-memdb", "github.com/hashicorp/go-hclog"},
+		third: []string{"github.com/hashicorp/go-memdb", "github.com/hashicorp/go-hclog", "github.com/hashicorp/go-metrics"},
 		why:   "the leader runtime sees the server through narrow interfaces (a state func, a Raft applier), never package nomad"},
 	{pkg: "nomad/raftguard", what: "screens inbound Raft RPCs before hashicorp/raft sees them",
 		berth: []string{"nomad/structs", "helper"},

@@ -52,7 +52,8 @@ func main() {
 	flag.IntVar(&o.claimCommits, "claim-commits", 0, "in-process server: how many group commits of claim writes may be in Raft at once (0: the server's default)")
 	flag.IntVar(&o.gogc, "gogc", 0, "this process's GOGC (garbage collection target percent; 0: as the environment says, Go's default 100); the table shows it")
 	flag.StringVar(&o.clientDir, "client-dir", "", "where the simulated nodes' data dirs go (empty: the temporary dir); e.g. /dev/shm, so that the clients' mkdirs of staging and publish paths cost a tmpfs's, not a disk filesystem's")
-	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run (server and nodes) to this file")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run (server and nodes) to this file")
+	flag.StringVar(&o.claimsProfile, "cpuprofile-claims", "", "write a CPU profile of the place-and-claim phase only (job register → every volume published) to this file")
 	pprofAddr := flag.String("pprof", "", "serve net/http/pprof on this loopback address (e.g. 127.0.0.1:6060), to see where a phase waits")
 	flag.Parse()
 	if err := o.validate(); err != nil {
@@ -79,8 +80,8 @@ func main() {
 			}
 		}()
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "berth-nodesim:", err)
 			os.Exit(2)
@@ -119,6 +120,8 @@ type options struct {
 	gogc             int
 	claimCommits     int
 	clientDir        string
+	claimsProfile    string
+	cpuProfile       string
 	logLevel         string
 	logger           hclog.Logger
 	progress         hclog.Logger
@@ -154,6 +157,9 @@ func (o *options) validate() error {
 		} else if len(sock) > csi.MaxSocketPathLen {
 			errs = append(errs, fmt.Errorf("-client-dir %q: the nodes' plugin socket paths under it (%s) would be over %d bytes; pick a shorter dir", o.clientDir, sock, csi.MaxSocketPathLen))
 		}
+	}
+	if o.claimsProfile != "" && o.cpuProfile != "" {
+		errs = append(errs, errors.New("-cpuprofile-claims and -cpuprofile: one CPU profile at a time; pick one"))
 	}
 	if o.startConcurrency < 1 {
 		o.startConcurrency = 1

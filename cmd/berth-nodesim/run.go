@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
@@ -209,6 +210,11 @@ func simulate(ctx context.Context, o *options, res *result, deferred func(func(c
 	startCPU := readCPU(os.Getpid())
 	startServerCPU := readCPU(o.pid)
 	sink.reset()
+	stopProfile, err := startProfile(o.claimsProfile)
+	if err != nil {
+		return res, err
+	}
+	defer stopProfile()
 	start = time.Now()
 	if err := retry(ctx, func() error {
 		return rpc.RPC("Job.Register", &structs.JobRegisterRequest{Job: job}, &structs.JobRegisterResponse{})
@@ -239,6 +245,7 @@ func simulate(ctx context.Context, o *options, res *result, deferred func(func(c
 		}
 		return res.placed >= o.allocs && res.published >= o.allocs, nil
 	})
+	stopProfile()
 	if err != nil {
 		return res, err
 	}
@@ -291,6 +298,29 @@ func simulate(ctx context.Context, o *options, res *result, deferred func(func(c
 		_, res.releaseEntryKinds = entries().since(startEntries)
 	}
 	return res, err
+}
+
+// startProfile starts a CPU profile to path (nothing when path is empty)
+// and returns what stops it; stopping twice is harmless.
+func startProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("-cpuprofile-claims: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("-cpuprofile-claims: %w", err)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		})
+	}, nil
 }
 
 func startServer(ctx context.Context, o *options, dir string) (*nomad.Server, error) {

@@ -124,6 +124,12 @@ type sampleRow struct {
 
 // tracedSamples are the metrics the table shows, in its order.
 var tracedSamples = []struct{ key, name string }{
+	{"eval.wait", "eval created → dequeued by a worker"},
+	{"plan.compute", "scheduler pass (reconcile, place) per plan"},
+	{"plan.queue_wait", "plan waits for the applier"},
+	{"plan.evaluate", "plan applier's checks per plan"},
+	{"plan.apply", "plan's Raft entry (encode, commit, FSM)"},
+	{"plan.submit", "plan submitted → result"},
 	{"rpc.request CSIVolume.Claim", "Claim RPC on the server"},
 	{"csi.claim.write", "claim write (queued + committed)"},
 	{"csi.claim.commit", "claim commit (one Raft entry)"},

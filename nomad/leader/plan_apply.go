@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-memdb"
+	metrics "github.com/hashicorp/go-metrics"
 
 	"github.com/berth-io/berth/nomad/structs"
 )
@@ -42,8 +43,9 @@ type planQueue struct {
 }
 
 type pendingPlan struct {
-	plan  *structs.Plan
-	reply chan planReply // buffered: the applier never blocks on it
+	plan      *structs.Plan
+	reply     chan planReply // buffered: the applier never blocks on it
+	submitted time.Time
 }
 
 type planReply struct {
@@ -55,7 +57,7 @@ func newPlanQueue() *planQueue { return &planQueue{ch: make(chan *pendingPlan)} 
 
 // submit waits for the applier to take and apply plan, or for ctx.
 func (q *planQueue) submit(ctx context.Context, plan *structs.Plan) (*structs.PlanResult, error) {
-	p := &pendingPlan{plan: plan, reply: make(chan planReply, 1)}
+	p := &pendingPlan{plan: plan, reply: make(chan planReply, 1), submitted: time.Now()}
 	select {
 	case q.ch <- p:
 	case <-ctx.Done():
@@ -76,6 +78,7 @@ func (s *server) applyPlans(ctx context.Context, sc *Term) {
 		case <-ctx.Done():
 			return
 		case p := <-sc.plans.ch:
+			metrics.MeasureSince([]string{"plan", "queue_wait"}, p.submitted)
 			result, err := s.applyPlan(p.plan)
 			p.reply <- planReply{result, err}
 		}
@@ -94,7 +97,9 @@ func (s *server) applyPlan(plan *structs.Plan) (*structs.PlanResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		result, req, err := evaluatePlan(snap, plan, time.Now().UnixNano())
+		start := time.Now()
+		result, req, err := evaluatePlan(snap, plan, start.UnixNano())
+		metrics.MeasureSince([]string{"plan", "evaluate"}, start)
 		if err != nil {
 			return nil, fmt.Errorf("evaluating plan of eval %s: %w", plan.EvalID, err)
 		}
@@ -102,7 +107,9 @@ func (s *server) applyPlan(plan *structs.Plan) (*structs.PlanResult, error) {
 			result.RefreshIndex, err = snap.LatestIndex()
 			return result, err
 		}
+		start = time.Now()
 		index, err := s.raftApply(structs.ApplyPlanResultsRequestType, req)
+		metrics.MeasureSince([]string{"plan", "apply"}, start)
 		if structs.CodeOf(err) == structs.CodeNotReady && attempt < maxApplyAttempts {
 			continue // a claim changed under us: check again
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-memdb"
+	metrics "github.com/hashicorp/go-metrics"
 
 	"github.com/berth-io/berth/nomad/scheduler"
 	"github.com/berth-io/berth/nomad/structs"
@@ -27,6 +28,7 @@ func (s *server) runWorker(ctx context.Context, sc *Term, id int) {
 		if err != nil {
 			return
 		}
+		metrics.MeasureSince([]string{"eval", "wait"}, time.Unix(0, eval.CreateTime))
 		if err := w.process(ctx, eval); err != nil {
 			if ctx.Err() != nil {
 				return // the term is over; the next leader picks the eval up
@@ -66,7 +68,7 @@ func (w *worker) process(ctx context.Context, eval *structs.Evaluation) error {
 		return err
 	}
 	start := time.Now()
-	p := &workerPlanner{w: w, snapIndex: index, plannedAt: index}
+	p := &workerPlanner{w: w, plannedAt: index, passStart: start}
 	err = scheduler.New(snap, p, scheduler.Options{Logger: w.logger.Named("scheduler"), MaxPlacementsPerPlan: scheduler.DefaultMaxPlacementsPerPlan}).Process(ctx, cur)
 	w.logger.Debug("eval processed", "eval_id", cur.ID, "job_id", cur.JobID, "type", cur.Type,
 		"trigger", cur.TriggeredBy, "duration", time.Since(start), "error", err)
@@ -77,43 +79,51 @@ func (w *worker) process(ctx context.Context, eval *structs.Evaluation) error {
 // plan applier, evals straight to Raft.
 type workerPlanner struct {
 	w *worker
-	// snapIndex is the index of the last state handed to the scheduler.
-	snapIndex uint64
 	// plannedAt is the index of the state the scheduler's last plan was
-	// made on: the one before the last SubmitPlan (snapIndex until then).
-	// A blocked eval is hinted with it, not with snapIndex: a scheduler
-	// whose plan committed whole does not plan again on the state
-	// SubmitPlan returned, so the placements that failed were judged on
-	// the older one, and a claim freed while the plan was committing
+	// made on (Plan.SnapshotIndex; the worker's first state until a plan
+	// is submitted). A blocked eval is hinted with it, not with the
+	// state a commit returned: a scheduler whose plan committed whole
+	// does not plan again, so the placements that failed were judged on
+	// the older state, and a claim freed while the plan was committing
 	// (seed 1384: a job's second alloc left blocked on a freed claim)
-	// would be dated before the hint and never retry it. After a plan
-	// partly rejected and planned again to no new placements, the
-	// failures come from the newer state and the hint is older than need
-	// be: that costs at most one extra retry, never a missed one.
+	// would be dated before the hint and never retry it. The parts of a
+	// plan cut at MaxPlacementsPerPlan all carry the state of the one
+	// pass they were cut from. After a plan partly rejected and planned
+	// again to no new placements, the hint is that newer pass's state.
 	plannedAt uint64
+	// passStart is when the scheduler got a state to plan on, and zero
+	// once its plan was submitted: the time to the next SubmitPlan is one
+	// planning pass (plan.compute).
+	passStart time.Time
 }
 
 var _ scheduler.Planner = (*workerPlanner)(nil)
 
 func (p *workerPlanner) SubmitPlan(ctx context.Context, plan *structs.Plan) (*structs.PlanResult, scheduler.State, error) {
-	p.plannedAt = p.snapIndex
+	p.plannedAt = plan.SnapshotIndex
+	if !p.passStart.IsZero() {
+		metrics.MeasureSince([]string{"plan", "compute"}, p.passStart)
+		p.passStart = time.Time{}
+	}
+	submitted := time.Now()
 	result, err := p.w.sc.plans.submit(ctx, plan)
+	metrics.MeasureSince([]string{"plan", "submit"}, submitted)
 	if err != nil {
 		return nil, nil, err
 	}
-	// A state as new as the commit, also after a full one: a scheduler
-	// whose plan was cut at MaxPlacementsPerPlan plans the rest against
-	// it. The applier has applied the commit, so this does not wait.
+	if len(result.Rejected) == 0 {
+		return result, nil, nil // committed whole: the scheduler needs no newer state
+	}
 	for id, why := range result.Rejected {
 		p.w.logger.Debug("plan applier rejected an alloc", "eval_id", plan.EvalID, "alloc_id", id, "reason", why)
 	}
+	// A state as new as the commit, which the scheduler plans again on.
+	// The applier has applied the commit, so this does not wait.
 	snap, err := p.w.srv.snapshotMinIndex(ctx, max(result.RefreshIndex, result.AllocIndex))
 	if err != nil {
 		return nil, nil, err
 	}
-	if p.snapIndex, err = snap.LatestIndex(); err != nil {
-		return nil, nil, err
-	}
+	p.passStart = time.Now()
 	return result, snap, nil
 }
 

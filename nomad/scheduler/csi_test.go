@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/hashicorp/go-memdb"
 	"github.com/shoenig/test/must"
 
 	"github.com/berth-io/berth/nomad/structs"
@@ -359,13 +360,28 @@ func TestCSI_SingleNodeMultiWriterNeedsTheCapability(t *testing.T) {
 	}
 }
 
+// countingState counts the scheduler's reads of a job's allocs: one per
+// planning pass.
+type countingState struct {
+	State
+	reads *int
+}
+
+func (c *countingState) AllocsByJob(ws memdb.WatchSet, ns, jobID string) ([]*structs.Allocation, error) {
+	*c.reads++
+	return c.State.AllocsByJob(ws, ns, jobID)
+}
+
 // A plan is one Raft entry, bounded in size: an eval with more placements
-// than MaxPlacementsPerPlan commits them in several plans, each planned
-// against the state the last one committed, and places every alloc with
-// its own claim once.
+// than MaxPlacementsPerPlan commits them in several plans, cut from one
+// planning pass (not one pass per plan, each re-reading the job and
+// rebuilding its rankings), and places every alloc with its own claim
+// once.
 func TestCSI_PlacementsBeyondOnePlanGoInSeveral(t *testing.T) {
 	h := newHarness(t)
 	h.maxPlace = 10
+	reads := 0
+	h.wrap = func(st State) State { return &countingState{State: st, reads: &reads} }
 	for i := range 5 {
 		h.upsertNode(csiNode(i, plugin, 0, nil))
 	}
@@ -382,7 +398,13 @@ func TestCSI_PlacementsBeyondOnePlanGoInSeveral(t *testing.T) {
 	for i, want := range []int{10, 10, 5} {
 		_, n := h.plans[i].Counts()
 		must.Eq(t, want, n, must.Sprintf("plan %d", i))
+		must.Eq(t, h.plans[0].SnapshotIndex, h.plans[i].SnapshotIndex, must.Sprintf("plan %d made on another state", i))
 	}
+	must.Positive(t, h.plans[0].SnapshotIndex)
+	must.Eq(t, 1, reads, must.Sprint("planning passes"))
+	must.Nil(t, h.plans[0].Final)
+	must.Nil(t, h.plans[1].Final)
+	must.NotNil(t, h.plans[2].Final, must.Sprint("the eval ends with its last part"))
 	live := h.live(job)
 	must.SliceLen(t, 25, live)
 	perNode := map[string]int{}
@@ -395,4 +417,43 @@ func TestCSI_PlacementsBeyondOnePlanGoInSeveral(t *testing.T) {
 	}
 	// Each plan saw the ones before: the allocs are spread evenly.
 	must.Eq(t, map[string]int{testNode(0).ID: 5, testNode(1).ID: 5, testNode(2).ID: 5, testNode(3).ID: 5, testNode(4).ID: 5}, perNode)
+}
+
+// A part of a cut plan that the applier partly rejects ends the pass: the
+// parts after it, planned on the same state, are not submitted, and the
+// eval plans what is left again against the state the commit produced.
+func TestCSI_RejectedPartPlansTheRestAgain(t *testing.T) {
+	h := newHarness(t)
+	h.maxPlace = 10
+	for i := range 5 {
+		h.upsertNode(csiNode(i, plugin, 0, nil))
+	}
+	for i := range 25 {
+		h.upsertVolume(testVolume(fmt.Sprintf("db[%d]", i), plugin))
+	}
+	job := withVolume(testJob("a", 25), "db", true, structs.CSIVolumeAccessModeSingleNodeWriter)
+	job.TaskGroups[0].Tasks[0].Resources = &structs.Resources{CPU: 10, MemoryMB: 10}
+	job = h.upsertJob(job)
+	// The first part holds node 0's and node 1's allocs (nodes in ID
+	// order): the applier drops node 0's.
+	h.rejectNodes = map[string]bool{testNode(0).ID: true}
+	eval := h.process(testEval(job, structs.EvalTriggerJobRegister))
+	must.Eq(t, structs.EvalStatusComplete, eval.Status)
+	must.Nil(t, eval.FailedTGAllocs)
+	must.SliceLen(t, 3, h.plans, must.Sprint("the rejected part, then the 20 left in two"))
+	first := h.plans[0].SnapshotIndex
+	for i, want := range []int{10, 10, 10} {
+		_, n := h.plans[i].Counts()
+		must.Eq(t, want, n, must.Sprintf("plan %d", i))
+	}
+	must.Greater(t, first, h.plans[1].SnapshotIndex, must.Sprint("the rest is planned on the newer state"))
+	must.Eq(t, h.plans[1].SnapshotIndex, h.plans[2].SnapshotIndex)
+	live := h.live(job)
+	must.SliceLen(t, 25, live)
+	for _, a := range live {
+		vol, err := h.store.CSIVolumeByID(nil, structs.DefaultNamespace, fmt.Sprintf("db[%d]", a.Index()))
+		must.NoError(t, err)
+		must.MapLen(t, 1, vol.Claims, must.Sprintf("volume of %s", a.Name))
+		must.NotNil(t, vol.Claims[a.ID])
+	}
 }

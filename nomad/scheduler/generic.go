@@ -40,13 +40,7 @@ func (s *Scheduler) computeGeneric(st State, eval *structs.Evaluation) (*outcome
 			out.queued[tg.Name] = 0
 		}
 	}
-	placed := 0
 	for _, req := range r.places {
-		if s.maxPlace > 0 && placed >= s.maxPlace {
-			// The rest goes in the next plan (Options.MaxPlacementsPerPlan).
-			out.more = true
-			break
-		}
 		if m := out.failed[req.tg.Name]; m != nil && !perAllocVolumes(req.tg) {
 			// Placements of a group that already failed fail the same way:
 			// the plan only fills up. Volumes per alloc can differ, though.
@@ -59,7 +53,6 @@ func (s *Scheduler) computeGeneric(st State, eval *structs.Evaluation) (*outcome
 			return nil, err
 		}
 		if alloc != nil {
-			placed++
 			continue
 		}
 		out.queued[req.tg.Name]++

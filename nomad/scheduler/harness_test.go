@@ -41,6 +41,8 @@ type harness struct {
 	// whole, as the leader's applier does; finals are those written.
 	writeFinal bool
 	finals     []*structs.Evaluation
+	// wrap, when set, wraps every state handed to the scheduler.
+	wrap func(State) State
 }
 
 func newHarness(t *testing.T) *harness {
@@ -93,6 +95,9 @@ func (h *harness) SubmitPlan(_ context.Context, plan *structs.Plan) (*structs.Pl
 	}
 	snap, err := h.store.Snapshot()
 	must.NoError(h.t, err)
+	if h.wrap != nil {
+		return result, h.wrap(snap), nil
+	}
 	return result, snap, nil
 }
 
@@ -113,7 +118,11 @@ func (h *harness) processAt(eval *structs.Evaluation, now time.Time) *structs.Ev
 	must.NoError(h.t, h.store.UpsertEvals(h.next(), []*structs.Evaluation{eval}))
 	snap, err := h.store.Snapshot()
 	must.NoError(h.t, err)
-	s := New(snap, h, Options{Now: func() time.Time { return now }, NewID: h.newID, MaxPlacementsPerPlan: h.maxPlace})
+	var st State = snap
+	if h.wrap != nil {
+		st = h.wrap(st)
+	}
+	s := New(st, h, Options{Now: func() time.Time { return now }, NewID: h.newID, MaxPlacementsPerPlan: h.maxPlace})
 	must.NoError(h.t, s.Process(context.Background(), eval))
 	if h.writeFinal && len(h.updates) == 0 {
 		must.SliceNotEmpty(h.t, h.finals)

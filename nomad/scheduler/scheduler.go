@@ -3,6 +3,8 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -28,6 +30,9 @@ type State interface {
 	// CSIPluginSummary returns a plugin's counts and flags (no instance
 	// maps), or nil.
 	CSIPluginSummary(ws memdb.WatchSet, id string) (*structs.CSIPlugin, error)
+	// LatestIndex is the Raft index of the state: plans say which state
+	// they were made on (Plan.SnapshotIndex).
+	LatestIndex() (uint64, error)
 }
 
 // Planner is how a scheduler changes the cluster. A scheduler calls it
@@ -39,10 +44,10 @@ type Planner interface {
 	// commits what still fits (and every stop) in one Raft entry. The
 	// result says what was committed. The returned State, when not nil,
 	// is at least as new as the commit; it must not be nil when something
-	// was dropped (the scheduler plans again against it) nor when the plan
-	// was cut at MaxPlacementsPerPlan (the scheduler plans the rest
-	// against it). An error means nothing is known to be committed: the
-	// eval is retried.
+	// was dropped (the scheduler plans again against it). A plan over
+	// MaxPlacementsPerPlan is submitted in parts, one call each, all made
+	// on the same state (Plan.SnapshotIndex). An error means nothing is
+	// known to be committed: the eval is retried.
 	SubmitPlan(ctx context.Context, plan *structs.Plan) (*structs.PlanResult, State, error)
 	// UpdateEval writes the eval being processed, with its final status.
 	UpdateEval(ctx context.Context, eval *structs.Evaluation) error
@@ -58,13 +63,17 @@ type Options struct {
 	Logger hclog.Logger
 	Now    func() time.Time
 	NewID  func() string
-	// MaxPlacementsPerPlan, when above zero, cuts a plan after that many
-	// new allocs: the scheduler commits it, then plans the rest against
-	// the State SubmitPlan returns, in the same eval. One plan is one
-	// Raft entry, bounded in size: 10,000 placements with their claims
-	// and metrics encode to 18 MB, over the 16 MB limit, and such an eval
-	// failed every attempt. The leader's workers use
-	// DefaultMaxPlacementsPerPlan.
+	// MaxPlacementsPerPlan, when above zero, submits a plan of more
+	// allocs (new or updated) in parts of at most that many, one after
+	// the other, each once the one before committed whole. One plan is
+	// one Raft entry, bounded in size: 10,000 placements with their
+	// claims and metrics encode to 18 MB, over the 16 MB limit, and such
+	// an eval failed every attempt. The parts are cut from one planning
+	// pass, not planned one by one against each commit: that re-ran the
+	// reconcile and rebuilt every ranking once per part. A part the
+	// applier partly rejects ends the pass; the eval plans again against
+	// the state that commit produced, as after any rejection. The
+	// leader's workers use DefaultMaxPlacementsPerPlan.
 	MaxPlacementsPerPlan int
 }
 
@@ -112,9 +121,6 @@ type outcome struct {
 	plan   *structs.Plan
 	failed map[string]*structs.AllocMetric
 	queued map[string]int
-	// more: the plan was cut at MaxPlacementsPerPlan; plan again once it
-	// is committed.
-	more bool
 }
 
 // Process runs the scheduler for eval's job type until its plan is
@@ -149,32 +155,34 @@ func (s *Scheduler) Process(ctx context.Context, eval *structs.Evaluation) error
 		if out.plan.IsNoOp() {
 			break
 		}
-		if !out.more && len(out.failed) == 0 {
-			// The last plan, with nothing left to block on: its entry
-			// can carry the eval's end (Plan.Final).
+		if out.plan.SnapshotIndex, err = st.LatestIndex(); err != nil {
+			return fmt.Errorf("planning eval %s: %w", eval.ID, err)
+		}
+		if len(out.failed) == 0 {
+			// Nothing left to block on: the last part's entry can carry
+			// the eval's end (Plan.Final).
 			out.plan.Final = s.completed(eval, out)
 		}
-		result, refreshed, err := s.planner.SubmitPlan(ctx, out.plan)
-		if err != nil {
-			return fmt.Errorf("submitting plan of eval %s: %w", eval.ID, err)
-		}
-		if result.FinalWritten {
-			return nil
-		}
-		full, expected, actual := result.FullCommit(out.plan)
-		if full && out.more {
-			// A cut plan, committed whole: plan the rest. Each pass
-			// places at least one alloc, so this ends.
-			if refreshed == nil {
-				return fmt.Errorf("planning eval %s: the planner returned no state to plan the rest of a cut plan against", eval.ID)
+		var refreshed State
+		full := true
+		for _, part := range s.parts(out.plan) {
+			var result *structs.PlanResult
+			result, refreshed, err = s.planner.SubmitPlan(ctx, part)
+			if err != nil {
+				return fmt.Errorf("submitting plan of eval %s: %w", eval.ID, err)
 			}
-			st, attempt = refreshed, 0
-			continue
+			if result.FinalWritten {
+				return nil
+			}
+			var expected, actual int
+			if full, expected, actual = result.FullCommit(part); !full {
+				logger.Debug("plan partially rejected; planning again", "attempt", attempt, "expected", expected, "committed", actual)
+				break
+			}
 		}
 		if full {
 			break
 		}
-		logger.Debug("plan partially rejected; planning again", "attempt", attempt, "expected", expected, "committed", actual)
 		if refreshed != nil {
 			st = refreshed
 		}
@@ -184,6 +192,35 @@ func (s *Scheduler) Process(ctx context.Context, eval *structs.Evaluation) error
 		}
 	}
 	return s.finish(ctx, eval, out, exhausted)
+}
+
+// parts cuts plan into plans of at most MaxPlacementsPerPlan allocs each
+// (new or updated, node by node in ID order, with their claims), the
+// first also carrying every stop and eval and the last the eval's end
+// (Final); a plan within the limit is its own only part.
+func (s *Scheduler) parts(plan *structs.Plan) []*structs.Plan {
+	if _, n := plan.Counts(); s.maxPlace <= 0 || n <= s.maxPlace {
+		return []*structs.Plan{plan}
+	}
+	part := func() *structs.Plan {
+		return &structs.Plan{EvalID: plan.EvalID, Priority: plan.Priority, Job: plan.Job, SnapshotIndex: plan.SnapshotIndex}
+	}
+	cur := part()
+	cur.NodeUpdate, cur.Evals = plan.NodeUpdate, plan.Evals
+	out := []*structs.Plan{cur}
+	count := 0
+	for _, nodeID := range slices.Sorted(maps.Keys(plan.NodeAllocation)) {
+		for _, a := range plan.NodeAllocation[nodeID] {
+			if count == s.maxPlace {
+				cur, count = part(), 0
+				out = append(out, cur)
+			}
+			cur.AppendAlloc(a, plan.CSIClaims[a.ID])
+			count++
+		}
+	}
+	cur.Final = plan.Final // the eval ends with its last part
+	return out
 }
 
 // finish writes the blocked eval (if placements failed) and the eval's

@@ -31,6 +31,9 @@ type Plan struct {
 	// eval write queued in Raft right behind the placement, where the new
 	// alloc's Claim would wait for it (issue 20's K=1 trace).
 	Final *Evaluation
+	// SnapshotIndex is the index of the state the scheduler made the plan
+	// on: a blocked eval for what it could not place is dated by it.
+	SnapshotIndex uint64
 }
 
 // AppendStop adds a stop of an alloc on nodeID.
