@@ -780,6 +780,18 @@ func TestEncodeEntry_RefusesWhatNoFSMCouldApply(t *testing.T) {
 
 	_, err = encodeEntry(structs.NodeRegisterRequestType, &structs.NodeRegisterRequest{Node: fsmNode("ok")})
 	must.NoError(t, err)
+
+	// A plan skips the decode only when none of its allocs carries a job:
+	// one that does is checked like a job register.
+	plan := &structs.ApplyPlanResultsRequest{AllocsUpdated: []*structs.Allocation{{ID: "a1"}, {ID: "a2", Job: job}}}
+	must.False(t, joblessPlan(plan))
+	_, err = encodeEntry(structs.ApplyPlanResultsRequestType, plan)
+	must.ErrorIs(t, err, structs.ErrInvalid)
+	must.ErrorContains(t, err, "nested")
+	plan.AllocsUpdated[1].Job = nil
+	must.True(t, joblessPlan(plan))
+	_, err = encodeEntry(structs.ApplyPlanResultsRequestType, plan)
+	must.NoError(t, err)
 }
 
 // FuzzFSMApply: no entry, whatever its bytes, makes Apply panic; an
@@ -830,4 +842,10 @@ func TestDecodesSurely(t *testing.T) {
 	}
 	must.False(t, decodesSurely(deep), must.Sprint("nested deeper than maxStaticDepth"))
 	must.True(t, decodesSurely(reflect.SliceOf(reflect.TypeFor[int]())))
+
+	// A plan does not, for its allocs' jobs; without them it does (what
+	// joblessPlan relies on: a field that could nest without limit added
+	// to an alloc, a claim or an eval fails here).
+	must.False(t, decodesSurely(reflect.TypeFor[structs.ApplyPlanResultsRequest]()))
+	must.True(t, planDecodesSurelyWithoutJobs())
 }
