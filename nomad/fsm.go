@@ -442,17 +442,31 @@ func (f *FSM) applyAllocClientUpdate(buf []byte, index uint64) error {
 }
 
 func (f *FSM) applyPlanResults(buf []byte, index uint64) error {
-	var req structs.ApplyPlanResultsRequest
-	if err := decodeRequest(buf, &req); err != nil {
-		return err
+	req, ok := f.handedOffPlan(buf)
+	if !ok {
+		req = &structs.ApplyPlanResultsRequest{}
+		if err := decodeRequest(buf, req); err != nil {
+			return err
+		}
 	}
-	if err := f.State().UpsertPlanResults(index, &req); err != nil {
+	if err := f.State().UpsertPlanResults(index, req); err != nil {
 		return err
 	}
 	for _, a := range req.AllocsUpdated {
 		steptrace.Mark(a.ID, steptrace.AllocApplied)
 	}
 	return nil
+}
+
+// handedOffPlan is the plan of entry body buf as the leader's applier
+// built it, when this server proposed it (raftApplier.Apply).
+func (f *FSM) handedOffPlan(buf []byte) (*structs.ApplyPlanResultsRequest, bool) {
+	msg, ok := f.decoded.take(buf)
+	if !ok {
+		return nil, false
+	}
+	req, ok := msg.(*structs.ApplyPlanResultsRequest)
+	return req, ok
 }
 
 func (f *FSM) applyAllocStop(buf []byte, index uint64) error {

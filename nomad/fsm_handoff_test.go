@@ -75,3 +75,24 @@ func TestHandOff_RegisterRoundTripsEqual(t *testing.T) {
 		must.True(t, reflect.DeepEqual(&req, &got), must.Sprintf("empty=%v:\n%#v\n%#v", empty, req.Volumes[0], got.Volumes[0]))
 	}
 }
+
+// TestHandOff_PlanRoundTripsEqual: the leader's FSM stores a plan without
+// allocs' jobs (joblessPlan) as the applier built it; followers decode it.
+func TestHandOff_PlanRoundTripsEqual(t *testing.T) {
+	for _, empty := range []bool{false, true} {
+		var req structs.ApplyPlanResultsRequest
+		fill(reflect.ValueOf(&req).Elem(), empty, 0)
+		req.AllocsUpdated = append(req.AllocsUpdated, nil, &structs.Allocation{ID: "zero"})
+		for _, a := range req.AllocsUpdated {
+			if a != nil {
+				a.Job = nil
+			}
+		}
+		must.True(t, joblessPlan(&req))
+		buf, err := encodeEntry(structs.ApplyPlanResultsRequestType, &req)
+		must.NoError(t, err)
+		var got structs.ApplyPlanResultsRequest
+		must.NoError(t, msgpack.Decode(buf[1:], &got))
+		must.True(t, reflect.DeepEqual(&req, &got), must.Sprintf("empty=%v:\n%#v\n%#v", empty, req, got))
+	}
+}

@@ -206,7 +206,8 @@ func (s *Server) propose(buf []byte) raft.ApplyFuture {
 // else) and only reads it once applied. The FSM fills in what it owns
 // (indexes, claims) on those very objects, so a message holding a stored
 // object would change the store outside a transaction. Only the FSM
-// cases that take the hand-off use it (applyCSIVolumeRegister).
+// cases that take the hand-off use it (applyCSIVolumeRegister, and
+// applyPlanResults, whose store copies what it keeps).
 // proposed runs once the entry is encoded, right before Raft's Apply
 // (the register's step trace).
 func (s *Server) raftApplyHandOff(t structs.MessageType, msg any, proposed func()) (any, uint64, error) {
@@ -303,7 +304,7 @@ func joblessPlan(msg any) bool {
 		return false
 	}
 	for _, a := range req.AllocsUpdated {
-		if a.Job != nil {
+		if a != nil && a.Job != nil {
 			return false
 		}
 	}
