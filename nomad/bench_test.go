@@ -6,7 +6,9 @@ import (
 	"runtime"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 	raftwal "github.com/hashicorp/raft-wal"
@@ -14,6 +16,7 @@ import (
 	"github.com/berth-io/berth/nomad"
 	"github.com/berth-io/berth/nomad/msgpack"
 	"github.com/berth-io/berth/nomad/structs"
+	"github.com/berth-io/berth/testutil"
 	"github.com/berth-io/berth/testutil/cluster"
 )
 
@@ -170,4 +173,90 @@ func BenchmarkVolumeRegisterDisk(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkPlacePerAllocServer is the placement phase of berth-nodesim
+// without the simulated clients: one server, Raft on disk, N ready nodes
+// running the volumes' plugin, and one job of A allocs each claiming its
+// own volume (per_alloc), from the job's register to its eval complete
+// (every plan committed). cpu-ms/op is this process's CPU over that time
+// (scheduler, plan applier, Raft, FSM, garbage collection), which is
+// what the placement costs the clients' claims sharing the machine.
+//
+//	go test ./nomad/ -run '^$' -bench PlacePerAllocServer -benchtime 1x
+func BenchmarkPlacePerAllocServer(b *testing.B) {
+	for _, size := range []struct{ allocs, nodes int }{{6000, 2000}, {10000, 5000}} {
+		b.Run(fmt.Sprintf("allocs=%d/nodes=%d", size.allocs, size.nodes), func(b *testing.B) {
+			dir := b.TempDir()
+			s := cluster.NewServer(b, func(c *nomad.Config) {
+				c.DevMode = false
+				c.DataDir = dir
+				c.HeartbeatTTL = time.Hour // no heartbeats: the nodes stay ready through the run
+			})
+			for i := range size.nodes {
+				n := schedNode(i)
+				var reply structs.NodeUpdateResponse
+				if err := s.RPC("Node.Register", &structs.NodeRegisterRequest{Node: n}, &reply); err != nil {
+					b.Fatal(err)
+				}
+				req := &structs.NodeUpdateStatusRequest{NodeID: n.ID, Status: structs.NodeStatusReady}
+				req.AuthToken = n.SecretID
+				if err := s.RPC("Node.UpdateStatus", req, &reply); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var placed int
+			var cpu time.Duration
+			iter := 0
+			for b.Loop() {
+				b.StopTimer()
+				iter++
+				family := fmt.Sprintf("v%d", iter)
+				for lo := 0; lo < size.allocs; lo += 500 {
+					var vols []*structs.CSIVolume
+					for i := lo; i < min(lo+500, size.allocs); i++ {
+						vols = append(vols, testVolume(fmt.Sprintf("%s[%d]", family, i), hostpath))
+					}
+					if err := s.RPC("CSIVolume.Register", &structs.CSIVolumeRegisterRequest{Volumes: vols}, &structs.CSIVolumeRegisterResponse{}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				job := withCSIVolume(schedJob(fmt.Sprintf("job%d", iter), size.allocs), family)
+				job.TaskGroups[0].Volumes["data"].PerAlloc = true
+				job.TaskGroups[0].Tasks[0].Resources = &structs.Resources{CPU: 10, MemoryMB: 10}
+				startCPU := processCPU()
+				b.StartTimer()
+				var reply structs.JobRegisterResponse
+				if err := s.RPC("Job.Register", &structs.JobRegisterRequest{Job: job}, &reply); err != nil {
+					b.Fatal(err)
+				}
+				testutil.WaitForResultUntil(b, 10*time.Minute, func() (bool, error) {
+					e, err := s.State().EvalByID(nil, reply.EvalID)
+					return err == nil && e != nil && e.Status != structs.EvalStatusPending, err
+				})
+				b.StopTimer()
+				cpu += processCPU() - startCPU
+				allocs, err := s.State().AllocsByJob(nil, structs.DefaultNamespace, job.ID)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(allocs) != size.allocs {
+					b.Fatalf("placed %d allocs, want %d", len(allocs), size.allocs)
+				}
+				placed += len(allocs)
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms/op")
+			b.ReportMetric(float64(placed)/b.Elapsed().Seconds(), "placements/s")
+		})
+	}
+}
+
+// processCPU is the CPU time this process has used, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
