@@ -199,8 +199,8 @@ func (c *Client) newRequest(ctx context.Context, method, path string, params url
 	if body != nil {
 		if rd, ok := body.(io.Reader); ok {
 			r = rd
-		} else if ja, ok := body.(jsonAppender); ok {
-			b, err := ja.AppendJSON(nil)
+		} else if rb, ok := body.(requestBody); ok {
+			b, err := rb.requestJSON()
 			if err != nil {
 				return nil, fmt.Errorf("encoding request body: %w", err)
 			}
@@ -229,10 +229,11 @@ func (c *Client) newRequest(ctx context.Context, method, path string, params url
 	return req, nil
 }
 
-// jsonAppender is a request body that writes its own JSON, byte for byte
-// what encoding/json writes (a volume register: CSIVolumeRegisterRequest).
-type jsonAppender interface {
-	AppendJSON(buf []byte) ([]byte, error)
+// requestBody is a request body that writes its own JSON, which any JSON
+// decoder reads as it would encoding/json's (a volume register:
+// CSIVolumeRegisterRequest).
+type requestBody interface {
+	requestJSON() ([]byte, error)
 }
 
 // rawDecoder is an answer that decodes its whole body itself (a big list

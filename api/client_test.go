@@ -289,7 +289,7 @@ func TestClient_Requests(t *testing.T) {
 				must.NoError(t, err)
 			},
 			method: "PUT", path: "/v1/volume/csi/data", query: url.Values{"namespace": {"prod"}},
-			body: `{"Volumes":[` + volumeJSON("data", "hostpath") + `]}`,
+			body: `{"Volumes":[{"ID":"data","PluginID":"hostpath"}]}`, // the fields set (requestJSON)
 		},
 		{
 			name:  "volumes register with warnings",
@@ -300,7 +300,7 @@ func TestClient_Requests(t *testing.T) {
 				must.Eq(t, "capacity_max is ignored by register", resp.Warnings)
 			},
 			method: "PUT", path: "/v1/volume/csi/data", query: url.Values{},
-			body: `{"Volumes":[` + volumeJSON("data", "hostpath") + `]}`,
+			body: `{"Volumes":[{"ID":"data","PluginID":"hostpath"}]}`, // the fields set (requestJSON)
 		},
 		{
 			name:  "volumes deregister",

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -172,6 +173,32 @@ func BenchmarkDecodeVolumes1000(b *testing.B) {
 			}
 		}
 	})
+	// The agent's side: a register request of berth-bench's volumes as
+	// encoding/json writes it (Nomad's client) and as this client does.
+	reqVols := make([]*CSIVolume, 1000)
+	for i := range reqVols {
+		reqVols[i] = &CSIVolume{ID: fmt.Sprintf("bench-batch-0-%04d", i), Name: fmt.Sprintf("bench-batch-0-%04d", i), PluginID: "hostpath",
+			RequestedCapabilities: []*CSIVolumeCapability{{AccessMode: CSIVolumeAccessModeSingleNodeWriter, AttachmentMode: CSIVolumeAttachmentModeFilesystem}}}
+	}
+	req := &CSIVolumeRegisterRequest{Volumes: reqVols}
+	full, err := json.Marshal(req)
+	must.NoError(b, err)
+	compact, err := req.requestJSON()
+	must.NoError(b, err)
+	for _, c := range []struct {
+		name string
+		body []byte
+	}{{"request-full", full}, {"request-compact", compact}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(c.body)))
+			for b.Loop() {
+				var out CSIVolumeRegisterRequest
+				if err := DecodeCSIVolumeRegisterRequest(c.body, &out); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
 
 // stringsInside lists the strings reachable from v whose bytes lie in
