@@ -530,7 +530,12 @@ func (v *CSIVolumeEndpoint) Unpublish(args *structs.CSIVolumeUnpublishRequest, r
 		}
 		// NodeDetached, and freed in the same entry when no controller
 		// call is left to make (claims.Unpublish).
-		steps := claims.Unpublish(vol, claim, prof, sc.volumes.Now())
+		steps, next := claims.Unpublish(vol, claim, prof, sc.volumes.Now())
+		if next == claims.ControllerUnpublish {
+			// The release below makes that call first: its deadline goes
+			// in this entry, not in one of the watcher's before the call.
+			steps[0].UnpublishUntil = sc.volumes.UnpublishDeadline(ns, vol.ID, steps[0])
+		}
 		updates := make([]*structs.CSIVolumeClaimUpdate, len(steps))
 		for i, c := range steps {
 			updates[i] = &structs.CSIVolumeClaimUpdate{Namespace: ns, VolumeID: vol.ID, Claim: c}

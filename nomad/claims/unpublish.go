@@ -15,8 +15,12 @@ import (
 // node) — ControllerDetached and freed in the same entry: one commit
 // instead of two for every release that needs no controller. A claim that
 // needs ControllerUnpublish stops at NodeDetached; the volumewatcher
-// takes it from there. The claims returned are copies, in order.
-func Unpublish(vol *structs.CSIVolume, claim *structs.CSIVolumeClaim, prof Profile, now time.Time) []*structs.CSIVolumeClaim {
+// takes it from there. The claims returned are copies, in order; next is
+// what Next decides for the claim at NodeDetached (Free when the entry
+// frees it). When it is ControllerUnpublish, the caller may write the
+// call's deadline (UnpublishUntil) on the NodeDetached claim in the same
+// entry, and spare the watcher a write of its own before the call.
+func Unpublish(vol *structs.CSIVolume, claim *structs.CSIVolumeClaim, prof Profile, now time.Time) (steps []*structs.CSIVolumeClaim, next ActionKind) {
 	detached := Stepped(claim, structs.CSIClaimNodeDetached, "")
 	v := *vol // Next sees the claim at NodeDetached
 	v.Claims = make(map[string]*structs.CSIVolumeClaim, len(vol.Claims))
@@ -28,13 +32,13 @@ func Unpublish(vol *structs.CSIVolume, claim *structs.CSIVolumeClaim, prof Profi
 	// alone: the alloc, the node and the grace no longer matter.
 	act := Next(&v, detached, nil, nil, prof, 0, now)
 	if act.Kind != Free {
-		return []*structs.CSIVolumeClaim{detached}
+		return []*structs.CSIVolumeClaim{detached}, act.Kind
 	}
 	return []*structs.CSIVolumeClaim{
 		detached,
 		Stepped(detached, structs.CSIClaimControllerDetached, act.ReleaseReason),
 		Stepped(detached, structs.CSIClaimFreed, act.ReleaseReason),
-	}
+	}, Free
 }
 
 // Stepped is claim moved to step, as a copy. A new step starts its own

@@ -66,7 +66,12 @@ func TestUnpublish(t *testing.T) {
 			}
 			vol := stepVolume(append([]*structs.CSIVolumeClaim{claim}, tc.others...)...)
 			before := claim.Copy()
-			got := Unpublish(vol, claim, Profile{ControllerPublish: tc.needs}, stepNow)
+			got, next := Unpublish(vol, claim, Profile{ControllerPublish: tc.needs}, stepNow)
+			if len(tc.want) == 1 {
+				must.Eq(t, ControllerUnpublish, next, must.Sprint("the watcher's call comes next"))
+			} else {
+				must.Eq(t, Free, next)
+			}
 			var steps []structs.CSIClaimStep
 			for _, c := range got {
 				steps = append(steps, c.Step)

@@ -141,6 +141,55 @@ type Watcher struct {
 	retry  helper.Backoff
 	queue  *queue
 	locks  keylock.Locks[volumeKey]
+
+	// issuedMu guards issued: the UnpublishUntil values this watcher
+	// gave a caller to write with a claim's step (UnpublishDeadline) that
+	// no call has used yet, each with the value it replaced. A call under
+	// one needs no write of its own first, and once answered leaves the
+	// replaced value, as the watcher's own write before a call does. A new
+	// leader's watcher has none, so it takes any deadline it finds for a
+	// call that may still run.
+	issuedMu sync.Mutex
+	issued   map[claimKey]issuedDeadline
+}
+
+type issuedDeadline struct{ until, prior int64 }
+
+// UnpublishDeadline returns the UnpublishUntil the caller writes on
+// claim, a claim of volume (ns, id) whose next step is ControllerUnpublish
+// (claims.Unpublish says so), in the Raft entry of its step, before it
+// runs a pass over the volume (Release): the pass then makes the call
+// under that deadline without writing one first. A value never written,
+// or never used, costs nothing but a publish to the node held until it.
+func (w *Watcher) UnpublishDeadline(ns, id string, claim *structs.CSIVolumeClaim) int64 {
+	now := w.cfg.Now().UnixNano()
+	until := max(claim.UnpublishUntil, now+int64(w.cfg.ControllerTimeout))
+	w.issuedMu.Lock()
+	defer w.issuedMu.Unlock()
+	for k, d := range w.issued { // those never used (a write that failed)
+		if d.until < now {
+			delete(w.issued, k)
+		}
+	}
+	if w.issued == nil {
+		w.issued = map[claimKey]issuedDeadline{}
+	}
+	w.issued[claimKey{volumeKey{ns, id}, claim.AllocID}] = issuedDeadline{until: until, prior: claim.UnpublishUntil}
+	return until
+}
+
+// takeIssued returns, and forgets, the deadline UnpublishDeadline issued
+// for claim when it is the one claim carries: no call used it yet.
+func (w *Watcher) takeIssued(k volumeKey, claim *structs.CSIVolumeClaim) (issuedDeadline, bool) {
+	w.issuedMu.Lock()
+	defer w.issuedMu.Unlock()
+	ck := claimKey{k, claim.AllocID}
+	d, ok := w.issued[ck]
+	if !ok {
+		return issuedDeadline{}, false
+	}
+	delete(w.issued, ck)
+	return d, d.until == claim.UnpublishUntil
 }
 
 // New returns a Watcher; it does nothing until Run.
@@ -397,9 +446,10 @@ func (w *Watcher) round(ctx context.Context, k volumeKey, opts passOptions) (pro
 	now := w.cfg.Now()
 
 	type pending struct {
-		claim *structs.CSIVolumeClaim
-		act   claims.Action
-		prior int64 // the claim's UnpublishUntil before this round's call
+		claim    *structs.CSIVolumeClaim
+		act      claims.Action
+		prior    int64     // the claim's UnpublishUntil before this round's call
+		deadline time.Time // the call's, on the real clock: claim.UnpublishUntil
 	}
 	var (
 		updates   []*structs.CSIVolumeClaimUpdate
@@ -478,22 +528,33 @@ func (w *Watcher) round(ctx context.Context, k volumeKey, opts passOptions) (pro
 	// this one or the next, which knows nothing of this one's calls —
 	// ControllerPublishes the volume to that node or frees the claim
 	// (seed 4060). A call that is answered gives the claim back the
-	// deadline an earlier call may still need (prior).
-	var callDeadline time.Time
+	// deadline an earlier call may still need (prior). A deadline the
+	// client's Unpublish wrote with NodeDetached (UnpublishDeadline) and
+	// no call used yet serves without a write, while most of it is left.
 	if len(unpublish) > 0 {
-		callDeadline = time.Now().Add(w.cfg.ControllerTimeout)
-		until := now.Add(w.cfg.ControllerTimeout).UnixNano()
+		holds := false
 		for i := range unpublish {
 			p := &unpublish[i]
 			p.prior = p.claim.UnpublishUntil
+			if d, ok := w.takeIssued(k, p.claim); ok {
+				p.prior = d.prior
+				if left := time.Unix(0, d.until).Sub(now); left >= w.cfg.ControllerTimeout/2 {
+					p.deadline = time.Now().Add(left)
+					continue
+				}
+			}
+			p.deadline = time.Now().Add(w.cfg.ControllerTimeout)
 			p.claim = p.claim.Copy()
-			p.claim.UnpublishUntil = max(p.prior, until)
+			p.claim.UnpublishUntil = max(p.prior, now.Add(w.cfg.ControllerTimeout).UnixNano())
 			add(p.claim)
+			holds = true
 		}
-		if _, err := w.cfg.Writer.WriteClaims(ctx, updates); err != nil {
-			return false, 0, fmt.Errorf("writing the controller unpublish deadline of volume %q in namespace %q: %w", vol.ID, vol.Namespace, err)
+		if holds {
+			if _, err := w.cfg.Writer.WriteClaims(ctx, updates); err != nil {
+				return false, 0, fmt.Errorf("writing the controller unpublish deadline of volume %q in namespace %q: %w", vol.ID, vol.Namespace, err)
+			}
+			updates = nil
 		}
-		updates = nil
 	}
 
 	// Claims of one node share its attachment: one call serves them all.
@@ -506,7 +567,15 @@ func (w *Watcher) round(ctx context.Context, k volumeKey, opts passOptions) (pro
 		target := p.claim.NodeID + "\x00" + p.claim.ExternalNodeID
 		r, done := results[target]
 		if !done {
-			r.abandoned, r.err = w.controllerUnpublish(ctx, vol, p.claim, callDeadline)
+			// One call for the node's claims: it ends by the earliest of
+			// their deadlines.
+			deadline := p.deadline
+			for _, o := range unpublish {
+				if o.claim.NodeID+"\x00"+o.claim.ExternalNodeID == target && o.deadline.Before(deadline) {
+					deadline = o.deadline
+				}
+			}
+			r.abandoned, r.err = w.controllerUnpublish(ctx, vol, p.claim, deadline)
 			results[target] = r
 		}
 		if r.err == nil {

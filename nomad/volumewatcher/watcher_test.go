@@ -646,3 +646,81 @@ func TestWatcher_AnAnsweredUnpublishHoldsNothing(t *testing.T) {
 		must.Eq(t, int64(0), past.UnpublishUntil)
 	})
 }
+
+// A deadline the client's Unpublish wrote with NodeDetached
+// (UnpublishDeadline) serves the call without a write of the watcher's
+// own, so that release takes the two entries it took before deadlines
+// were persisted; a call under it that is never answered keeps it, as
+// under the watcher's own. Another watcher (a new leader) did not issue
+// it, and writes its own before calling.
+func TestWatcher_AnIssuedDeadlineSparesTheWriteBeforeTheCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, true, nil) // ControllerTimeout 10s
+		shared := h.volume().Copy()   // three claims at once on the node
+		shared.RequestedCapabilities[0].AccessMode = structs.CSIVolumeAccessModeMultiNodeMultiWriter
+		must.NoError(t, h.store.UpsertCSIVolumes(h.writer.nextIndex(), []*structs.CSIVolume{shared}))
+		var (
+			mu        sync.Mutex
+			deadlines []time.Time
+		)
+		h.ctrl.hook = func(ctx context.Context, n int, claim *structs.CSIVolumeClaim) error {
+			d, _ := ctx.Deadline()
+			mu.Lock()
+			deadlines = append(deadlines, d)
+			mu.Unlock()
+			if claim.AllocID == "a2" {
+				return fmt.Errorf("the node session broke: %w", claims.ErrMayStillRun)
+			}
+			return nil
+		}
+		// As the Unpublish endpoint does: NodeDetached and the deadline in
+		// one entry, then a pass.
+		nodeDetached := func(w *Watcher, allocID string) int64 {
+			c := h.volume().Claims[allocID].Copy()
+			c.Step = structs.CSIClaimNodeDetached
+			c.UnpublishUntil = w.UnpublishDeadline("default", hVol, c)
+			must.NoError(t, h.store.UpdateCSIVolumeClaims(h.writer.nextIndex(), []*structs.CSIVolumeClaimUpdate{{
+				Namespace: "default", VolumeID: hVol, Claim: c,
+			}}, time.Now().UnixNano()))
+			return c.UnpublishUntil
+		}
+		writes := func() int {
+			h.writer.mu.Lock()
+			defer h.writer.mu.Unlock()
+			return h.writer.writes
+		}
+
+		h.place("a1", structs.CSIClaimTaken)
+		until := nodeDetached(h.w, "a1")
+		must.Eq(t, time.Now().Add(10*time.Second).UnixNano(), until)
+		before := writes()
+		must.NoError(t, h.w.Release(t.Context(), "default", hVol, ReleaseOptions{AllocIDs: []string{"a1"}}))
+		must.Eq(t, 1, writes()-before, must.Sprint("one entry: controller-detached and freed"))
+		must.Nil(t, h.volume().Claims["a1"])
+		mu.Lock()
+		must.Eq(t, []time.Time{time.Unix(0, until)}, deadlines, must.Sprint("the call ends at the deadline written"))
+		mu.Unlock()
+
+		h.place("a2", structs.CSIClaimTaken)
+		until = nodeDetached(h.w, "a2")
+		before = writes()
+		must.NoError(t, h.w.Release(t.Context(), "default", hVol, ReleaseOptions{AllocIDs: []string{"a2"}}))
+		must.Eq(t, 1, writes()-before, must.Sprint("one entry: the failure"))
+		c := h.volume().Claims["a2"]
+		must.Eq(t, structs.CSIClaimNodeDetached, c.Step)
+		must.Eq(t, until, c.UnpublishUntil, must.Sprint("an unanswered call keeps the deadline it ran under"))
+
+		// A deadline issued by another watcher is one whose calls this one
+		// cannot know: it writes its own first, and keeps the other's.
+		h.place("a3", structs.CSIClaimTaken)
+		other := New(h.w.cfg)
+		until = nodeDetached(other, "a3")
+		settle(time.Second)
+		before = writes()
+		must.NoError(t, h.w.Release(t.Context(), "default", hVol, ReleaseOptions{AllocIDs: []string{"a3"}}))
+		must.Eq(t, 2, writes()-before, must.Sprint("its deadline first, then controller-detached"))
+		c = h.volume().Claims["a3"]
+		must.Eq(t, structs.CSIClaimControllerDetached, c.Step)
+		must.Eq(t, until, c.UnpublishUntil)
+	})
+}
