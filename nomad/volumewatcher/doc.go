@@ -24,10 +24,11 @@
 // The last two steps of a release share one Raft entry, unless a
 // ControllerUnpublish for the claim may still run (below).
 //
-// Before each ControllerUnpublish a pass writes the call's deadline on
-// the claim (UnpublishUntil), in the Raft entry of the steps decided
-// before the call; the call ends by it, on the client too, retries
-// included. Until it plus claims.ClockSkew has passed, the Claim endpoint
+// Before each ControllerUnpublish the call's deadline is in Raft on the
+// claim (UnpublishUntil): written by the client's Unpublish with
+// NodeDetached when the call follows at once (UnpublishDeadline), else by
+// the pass, in the entry of the steps it decided before the call. The
+// call ends by it, on the client too, retries included. Until it plus claims.ClockSkew has passed, the Claim endpoint
 // of any leader publishes the volume to no claim on that node, and the
 // claim is not freed: a call whose answer never came may still land, and
 // a new leader knows of it only from state (seed 4060).
