@@ -149,6 +149,9 @@ type csiHook struct {
 	res     *shared.HookResources
 	data    HookData
 	logger  hclog.Logger
+	// claimsDone tells the runner the claims are answered (nil: nobody
+	// asks; HookConfig.ClaimsDone).
+	claimsDone func()
 
 	// loadErr is why the persisted state could not be read (Prerun fails).
 	loadErr error
@@ -167,7 +170,7 @@ type csiHook struct {
 
 func newCSIHook(cfg CSIHookConfig, hc *HookConfig) *csiHook {
 	h := &csiHook{
-		cfg: cfg, alloc: hc.Alloc, res: hc.Resources, data: hc.Data,
+		cfg: cfg, alloc: hc.Alloc, res: hc.Resources, data: hc.Data, claimsDone: hc.ClaimsDone,
 		logger:   hc.Logger.Named("csi_hook"),
 		volumes:  map[string]*structs.VolumeRequest{},
 		releases: map[string]*csiRelease{},
@@ -203,6 +206,11 @@ func (*csiHook) Name() string { return csiHookName }
 
 // Prerun sets up every CSI volume of the group; see csiHook.
 func (h *csiHook) Prerun(ctx context.Context) error {
+	claimsDone := func() {}
+	if h.claimsDone != nil {
+		claimsDone = h.claimsDone
+	}
+	defer claimsDone() // whatever ends Prerun early
 	if len(h.volumes) == 0 {
 		return nil
 	}
@@ -218,14 +226,22 @@ func (h *csiHook) Prerun(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
-		wg     sync.WaitGroup
-		lock   sync.Mutex
-		errs   []error
-		mounts = map[string]*shared.CSIMount{}
+		wg      sync.WaitGroup
+		claimed sync.WaitGroup // a volume's Claim answered, or its setup over
+		lock    sync.Mutex
+		errs    []error
+		mounts  = map[string]*shared.CSIMount{}
 	)
+	claimed.Add(len(h.volumes))
+	go func() {
+		claimed.Wait()
+		claimsDone()
+	}()
 	for _, name := range slices.Sorted(maps.Keys(h.volumes)) {
 		wg.Go(func() {
-			m, err := h.setupVolume(ctx, name)
+			answered := sync.OnceFunc(claimed.Done)
+			defer answered()
+			m, err := h.setupVolume(ctx, name, answered)
 			lock.Lock()
 			defer lock.Unlock()
 			if err != nil {
@@ -318,8 +334,10 @@ func (h *csiHook) saveVolume(name string, st *csiVolumeState) error {
 	return nil
 }
 
-// setupVolume makes one volume ready for the tasks.
-func (h *csiHook) setupVolume(ctx context.Context, name string) (*shared.CSIMount, error) {
+// setupVolume makes one volume ready for the tasks. It calls answered
+// once its Claim RPC returned (Prerun's caller may then start work that
+// would slow the claim's Raft write down).
+func (h *csiHook) setupVolume(ctx context.Context, name string, answered func()) (*shared.CSIMount, error) {
 	req := h.volumes[name]
 	source := req.Source
 	if req.PerAlloc {
@@ -398,6 +416,7 @@ func (h *csiHook) setupVolume(ctx context.Context, name string) (*shared.CSIMoun
 		}
 	}()
 	resp, err := h.claim(ctx, name, source, pluginID, req, vm.ExternalNodeID())
+	answered()
 	<-prepared
 	mounting := false
 	defer func() {

@@ -44,6 +44,10 @@ type csiServer struct {
 	unpublishes   []*structs.CSIVolumeUnpublishRequest
 	progress      []*structs.CSIVolumeClaimProgressRequest
 	gets          int
+	// claimGate, when set, holds each Claim until it is closed; arrived
+	// counts the Claims that came in.
+	claimGate chan struct{}
+	arrived   int
 }
 
 func newCSIServer(vols ...*structs.CSIVolume) *csiServer {
@@ -57,6 +61,19 @@ func newCSIServer(vols ...*structs.CSIVolume) *csiServer {
 func (s *csiServer) RPC(ctx context.Context, method string, args, reply any) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if method == "CSIVolume.Claim" {
+		s.lock.Lock()
+		s.arrived++
+		gate := s.claimGate
+		s.lock.Unlock()
+		if gate != nil {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 	}
 	s.lock.Lock()
 	defer s.lock.Unlock()
@@ -428,6 +445,31 @@ func TestCSIHook_ClaimRetriesWhileNotReadyThenMounts(t *testing.T) {
 	must.SliceEmpty(t, h.host.Config(a.ID+"/sidecar").Mounts)
 	must.Eq(t, 1, h.plugin.Calls("NodeStageVolume"))
 	must.Eq(t, 1, h.plugin.Calls("NodePublishVolume"))
+}
+
+// The alloc dir is not built while the Claim RPC is in flight: the
+// runner starts its mkdirs once the hook says the claims are answered
+// (one agent with the servers' Raft log on the same file system commits
+// them with the Claim's entry otherwise). The alloc still runs.
+func TestCSIHook_AllocDirWaitsForTheClaimsAnswer(t *testing.T) {
+	h := newCSIHarness(t, registered("db[0]"))
+	gate := make(chan struct{})
+	h.server.claimGate = gate
+	c := h.client()
+	c.registerPlugin()
+	a := csiAlloc("0", perAllocVolume(), "mock")
+	r := c.run(a, false)
+	testutil.WaitForResult(t, func() (bool, error) {
+		h.server.lock.Lock()
+		defer h.server.lock.Unlock()
+		return h.server.arrived == 1, fmt.Errorf("%d claims arrived", h.server.arrived)
+	})
+	_, err := os.Stat(filepath.Join(h.root, a.ID))
+	must.True(t, os.IsNotExist(err), must.Sprintf("the alloc dir exists while the claim is in flight (%v)", err))
+	close(gate)
+	waitRunning(t, r)
+	_, err = os.Stat(filepath.Join(h.root, a.ID))
+	must.NoError(t, err)
 }
 
 func TestCSIHook_ClaimFinalErrorFailsTheAlloc(t *testing.T) {

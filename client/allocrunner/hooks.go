@@ -86,6 +86,11 @@ type HookConfig struct {
 	// after a client restart.
 	Restored bool
 	Logger   hclog.Logger
+	// ClaimsDone, called by the hook that claims the alloc's volumes once
+	// its Claim RPCs are answered (or it has none to make, or its Prerun
+	// ends), lets the runner start building the alloc dir (Runner.prerun).
+	// Safe to call more than once; nil in hooks built outside a runner.
+	ClaimsDone func()
 }
 
 // HookFactory builds a hook for one alloc runner.

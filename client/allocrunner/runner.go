@@ -64,6 +64,9 @@ type Runner struct {
 	tasks          []*taskrunner.Runner
 	restored       bool
 	postrunBackoff helper.Backoff
+	// claimsDone is closed when the CSI hook's claims are answered
+	// (HookConfig.ClaimsDone): prerun builds the alloc dir from then on.
+	claimsDone chan struct{}
 
 	// ctx lives until Shutdown or Destroy; stopCtx, its child, also ends
 	// when the alloc is stopped (it cancels a Prerun in progress).
@@ -170,7 +173,9 @@ func New(cfg *Config) (*Runner, error) {
 		r.tasks = append(r.tasks, tr)
 	}
 
-	hc := &HookConfig{Alloc: a, AllocDir: r.allocDir, Resources: res, Data: hookData{db: cfg.DB, allocID: a.ID}, Restored: cfg.Restore, Logger: r.logger}
+	r.claimsDone = make(chan struct{})
+	hc := &HookConfig{Alloc: a, AllocDir: r.allocDir, Resources: res, Data: hookData{db: cfg.DB, allocID: a.ID}, Restored: cfg.Restore, Logger: r.logger,
+		ClaimsDone: sync.OnceFunc(func() { close(r.claimsDone) })}
 	r.hooks = []Hook{&allocDirHook{dir: r.allocDir, tasks: names}}
 	for _, f := range cfg.Hooks {
 		r.hooks = append(r.hooks, f(hc))

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -85,6 +86,7 @@ type testHook struct {
 	postrunErrs int
 	hangPrerun  chan struct{} // when set, Prerun blocks on it, ignoring ctx
 	onPrerun    func()        // when set, Prerun calls it first
+	claimsDone  func()        // HookConfig.ClaimsDone
 }
 
 func (h *testHook) Name() string { return h.name }
@@ -165,7 +167,7 @@ func (h *harness) runner(restore bool, tweak ...func(*testHook)) *Runner {
 	var hooks []HookFactory
 	for _, name := range []string{"a", "b"} {
 		hooks = append(hooks, func(c *HookConfig) Hook {
-			th := &testHook{name: name, ev: h.ev, host: h.host, taskIDs: h.taskIDs(), restored: c.Restored}
+			th := &testHook{name: name, ev: h.ev, host: h.host, taskIDs: h.taskIDs(), restored: c.Restored, claimsDone: c.ClaimsDone}
 			for _, f := range tweak {
 				if name == "b" {
 					f(th)
@@ -602,6 +604,43 @@ func TestRunner_AllocDirIsBuiltBesideTheOtherPreruns(t *testing.T) {
 		must.True(t, built)
 		must.Eq(t, 1, h.host.Starts(h.taskID("t")))
 		must.Eq(t, structs.AllocClientStatusRunning, h.updater.last().ClientStatus)
+		must.NoError(t, r.Destroy(context.Background()))
+		wait()
+	})
+}
+
+// The alloc dir's build starts once the claims are answered
+// (HookConfig.ClaimsDone), not with prerun: where the servers' Raft log
+// shares the client's file system, the Claim's fsync would commit the
+// build's mkdirs with it. It still runs beside the hook that signalled
+// (the mounts), and the tasks still wait for it.
+func TestRunner_AllocDirIsBuiltOnceTheClaimsAreAnswered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, structs.JobTypeService, nil, &structs.Task{Name: "t"})
+		answer, mounted := make(chan struct{}), make(chan struct{})
+		r := h.runner(false, func(th *testHook) {
+			th.onPrerun = func() {
+				<-answer // the Claim RPC in flight
+				th.claimsDone()
+				<-mounted // staging and publishing
+			}
+		})
+		dir := r.hooks[0].(*allocDirHook)
+		var started atomic.Bool
+		dir.build = func() error {
+			started.Store(true)
+			return dir.dir.Build([]string{"t"})
+		}
+		wait := run(r)
+		synctest.Wait()
+		must.False(t, started.Load(), must.Sprint("the alloc dir was built while the claims were in flight"))
+		close(answer)
+		synctest.Wait()
+		must.True(t, started.Load(), must.Sprint("the build waited for the mounts too"))
+		must.Eq(t, 0, h.host.Starts(h.taskID("t")), must.Sprint("no task starts before every prerun hook is done"))
+		close(mounted)
+		synctest.Wait()
+		must.Eq(t, 1, h.host.Starts(h.taskID("t")))
 		must.NoError(t, r.Destroy(context.Background()))
 		wait()
 	})
