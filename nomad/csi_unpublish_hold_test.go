@@ -124,3 +124,54 @@ func TestCSIClaim_ANewLeaderWaitsOutAnUnpublishItDidNotMake(t *testing.T) {
 	systemGC(t, s)
 	waitFreed(t, s, "shared", "alloc-1")
 }
+
+// oldClaimUpdate is a claim update as servers wrote it before
+// UnpublishUntil existed, field names as msgpack encodes them.
+type oldClaimUpdate struct {
+	Namespace, VolumeID string
+	Claim               struct {
+		AllocID, JobID, NodeID, ExternalNodeID string
+		Mode                                   structs.CSIVolumeClaimMode
+		AccessMode                             structs.CSIVolumeAccessMode
+		AttachmentMode                         structs.CSIVolumeAttachmentMode
+		Step                                   structs.CSIClaimStep
+		ControllerPublished                    bool
+	}
+}
+
+// A claim in state written before UnpublishUntil existed (a Raft log or a
+// snapshot of an older server) decodes with none and is released as it
+// was then: controller-unpublished and freed at once, holding nothing.
+func TestCSIUnpublish_ClaimsWrittenBeforeTheDeadlineReleaseAsBefore(t *testing.T) {
+	clock := &testClock{now: time.Now()}
+	pub := &fakePublisher{}
+	s := csiServer(t, pub, func(c *nomad.Config) {
+		c.CSIClock = clock.Now
+		c.NumSchedulers = 0
+	})
+	node := csiNode(0, true)
+	joinNode(t, s, node)
+	vol := testVolume("shared", hostpath)
+	vol.RequestedCapabilities[0].AccessMode = structs.CSIVolumeAccessModeMultiNodeMultiWriter
+	registerVolumes(t, s, "", vol)
+	job := testJob("web")
+	registerJob(t, s, job)
+	placeSharedClaim(t, s, job, "alloc-1", node.ID, "shared")
+	setAllocClientStatus(t, s, "alloc-1", structs.AllocClientStatusComplete)
+
+	var u oldClaimUpdate
+	u.Namespace, u.VolumeID = structs.DefaultNamespace, "shared"
+	u.Claim.AllocID, u.Claim.JobID, u.Claim.NodeID, u.Claim.ExternalNodeID = "alloc-1", job.ID, node.ID, "ext-0"
+	u.Claim.Mode, u.Claim.AccessMode = structs.CSIVolumeClaimWrite, structs.CSIVolumeAccessModeMultiNodeMultiWriter
+	u.Claim.AttachmentMode = structs.CSIVolumeAttachmentModeFilesystem
+	u.Claim.Step, u.Claim.ControllerPublished = structs.CSIClaimNodeDetached, true
+	raftApply(t, s, structs.CSIVolumeClaimRequestType, &struct {
+		Claims    []oldClaimUpdate
+		Timestamp int64
+	}{Claims: []oldClaimUpdate{u}, Timestamp: time.Now().UnixNano()})
+
+	past := waitFreed(t, s, "shared", "alloc-1") // the clock never moves
+	must.Zero(t, past.UnpublishUntil)
+	_, unpublishes := pub.calls()
+	must.Eq(t, 1, unpublishes)
+}
