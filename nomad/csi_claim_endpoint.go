@@ -172,14 +172,25 @@ func (s *Server) submitClaimGroups(groups [][]*structs.CSIVolumeClaimUpdate) fun
 // raftSubmit is raftApply in two halves: it hands the entry to Raft and
 // returns at once with the wait for its commit and apply, which answers
 // as raftApply does. Entries submitted one after the other are in the log
-// in that order.
+// in that order. The leader's FSM applies msg as it is instead of
+// decoding the entry (handOff, as raftApplyHandOff): the claim writes'
+// FSM cases store copies of the claims, never the caller's objects.
 func (s *Server) raftSubmit(t structs.MessageType, msg any) func() (any, uint64, error) {
 	buf, err := encodeEntry(t, msg)
 	if err != nil {
 		return func() (any, uint64, error) { return nil, 0, err }
 	}
+	if len(buf) > 1 {
+		s.fsm.decoded.put(buf[1:], msg)
+	}
 	f := s.propose(buf)
-	return func() (any, uint64, error) { return s.applied(f) }
+	return func() (any, uint64, error) {
+		if len(buf) > 1 {
+			// Taken back here if Raft never applies it on this server.
+			defer s.fsm.decoded.take(buf[1:])
+		}
+		return s.applied(f)
+	}
 }
 
 // claimNamespace is the request's namespace, which must name one.

@@ -528,8 +528,15 @@ func (f *FSM) applyCSIVolumeDeregister(buf []byte, index uint64) error {
 // error of the whole entry.
 func (f *FSM) applyCSIVolumeClaimGroups(buf []byte, index uint64) (errs []error, err error) {
 	var req structs.CSIVolumeClaimGroupsRequest
-	if err := decodeRequest(buf, &req); err != nil {
-		return nil, err
+	if msg, ok := f.decoded.take(buf); ok && msg != nil {
+		if r, ok := msg.(*structs.CSIVolumeClaimGroupsRequest); ok {
+			req = *r
+		}
+	}
+	if req.Groups == nil {
+		if err := decodeRequest(buf, &req); err != nil {
+			return nil, err
+		}
 	}
 	groups := make([][]*structs.CSIVolumeClaimUpdate, len(req.Groups))
 	for i, g := range req.Groups {
@@ -546,8 +553,15 @@ func (f *FSM) applyCSIVolumeClaimGroups(buf []byte, index uint64) (errs []error,
 
 func (f *FSM) applyCSIVolumeClaim(buf []byte, index uint64) error {
 	var req structs.CSIVolumeClaimBatchRequest
-	if err := decodeRequest(buf, &req); err != nil {
-		return err
+	if msg, ok := f.decoded.take(buf); ok && msg != nil {
+		if r, ok := msg.(*structs.CSIVolumeClaimBatchRequest); ok {
+			req = *r
+		}
+	}
+	if req.Claims == nil {
+		if err := decodeRequest(buf, &req); err != nil {
+			return err
+		}
 	}
 	if err := f.State().UpdateCSIVolumeClaims(index, req.Claims, req.Timestamp); err != nil {
 		return err

@@ -125,3 +125,37 @@ func TestFSM_ClaimGroupsUndecodable(t *testing.T) {
 	_, ok := resp.(error)
 	must.True(t, ok, must.Sprintf("response %T, want an error", resp))
 }
+
+// The leader's FSM applies the claim writes it proposed as the group
+// commit built them (raftSubmit hands them off) instead of decoding its
+// own entry (an entry nobody handed off, a follower's, is decoded: every
+// other FSM test). The test hands off a
+// message whose claim differs from the encoded one: the store shows
+// which of the two was applied.
+func TestFSM_ClaimWriteTakesTheHandedOffMessage(t *testing.T) {
+	for _, groups := range []bool{false, true} {
+		f := fsmTestFSM(t)
+		fsmPopulate(t, f) // vol2: free
+		encoded := []*structs.CSIVolumeClaimUpdate{fsmClaim("vol2", "from-the-entry", "n2", structs.CSIClaimReserved)}
+		handed := []*structs.CSIVolumeClaimUpdate{fsmClaim("vol2", "handed-off", "n2", structs.CSIClaimReserved)}
+		var buf []byte
+		var msg any
+		var err error
+		if groups {
+			buf, err = msgpack.Encode(structs.CSIVolumeClaimGroupsRequestType, fsmGroups(1, encoded, encoded))
+			msg = fsmGroups(1, handed, handed)
+		} else {
+			buf, err = msgpack.Encode(structs.CSIVolumeClaimRequestType, &structs.CSIVolumeClaimBatchRequest{Claims: encoded, Timestamp: 1})
+			msg = &structs.CSIVolumeClaimBatchRequest{Claims: handed, Timestamp: 1}
+		}
+		must.NoError(t, err)
+		f.decoded.put(buf[1:], msg)
+		f.Apply(&raft.Log{Index: 10, Type: raft.LogCommand, Data: buf})
+		vol, err := f.State().CSIVolumeByID(nil, structs.DefaultNamespace, "vol2")
+		must.NoError(t, err)
+		must.MapContainsKey(t, vol.Claims, "handed-off", must.Sprintf("groups=%v", groups))
+		must.MapNotContainsKey(t, vol.Claims, "from-the-entry")
+		_, pending := f.decoded.take(buf[1:])
+		must.False(t, pending, must.Sprint("the FSM took the message"))
+	}
+}

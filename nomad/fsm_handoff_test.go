@@ -96,3 +96,26 @@ func TestHandOff_PlanRoundTripsEqual(t *testing.T) {
 		must.True(t, reflect.DeepEqual(&req, &got), must.Sprintf("empty=%v:\n%#v\n%#v", empty, req, got))
 	}
 }
+
+// TestHandOff_ClaimWritesRoundTripEqual: the leader's FSM applies the
+// claim writes it proposed as the group commit built them; followers
+// decode the entry. Both kinds of claim entry round-trip equal.
+func TestHandOff_ClaimWritesRoundTripEqual(t *testing.T) {
+	for _, empty := range []bool{false, true} {
+		var one structs.CSIVolumeClaimBatchRequest
+		fill(reflect.ValueOf(&one).Elem(), empty, 0)
+		buf, err := encodeEntry(structs.CSIVolumeClaimRequestType, &one)
+		must.NoError(t, err)
+		var gotOne structs.CSIVolumeClaimBatchRequest
+		must.NoError(t, msgpack.Decode(buf[1:], &gotOne))
+		must.True(t, reflect.DeepEqual(&one, &gotOne), must.Sprintf("empty=%v:\n%#v\n%#v", empty, one, gotOne))
+
+		var groups structs.CSIVolumeClaimGroupsRequest
+		fill(reflect.ValueOf(&groups).Elem(), empty, 0)
+		buf, err = encodeEntry(structs.CSIVolumeClaimGroupsRequestType, &groups)
+		must.NoError(t, err)
+		var gotGroups structs.CSIVolumeClaimGroupsRequest
+		must.NoError(t, msgpack.Decode(buf[1:], &gotGroups))
+		must.True(t, reflect.DeepEqual(&groups, &gotGroups), must.Sprintf("empty=%v:\n%#v\n%#v", empty, groups, gotGroups))
+	}
+}
