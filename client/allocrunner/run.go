@@ -169,6 +169,11 @@ func (r *Runner) prerun() error {
 		select {
 		case <-r.claimsDone:
 		case <-hooksDone:
+		case <-r.stopCtx.Done():
+			// Stopped or shut down first (a hook hung before the claims):
+			// build nothing, as the build itself would stop.
+			dirDone <- r.stopCtx.Err()
+			return
 		}
 		dirDone <- dir.Prerun(r.stopCtx)
 	}()
