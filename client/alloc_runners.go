@@ -101,17 +101,28 @@ func (c *Client) applyAllocs(pulled []*structs.Allocation) {
 	// others' commits (issue 20's K=10 step trace). Nothing can see a
 	// runner before it is in c.allocs below: everything that looks holds
 	// allocLock, which this holds until then.
+	//
+	// The goroutine that builds a runner goes on to run it: a new
+	// goroutine for Run waited behind the one this call wakes when the
+	// build is done (the waker's slot goes to the woken), and behind the
+	// next alloc query this goroutine then sends (alloc persisted →
+	// prerun started 0.13–0.15 ms in the K=1 step trace).
 	runners := make([]allocrunner.AllocRunner, len(d.added))
 	errs := make([]error, len(d.added))
-	var wg sync.WaitGroup
+	var built, wg sync.WaitGroup
 	for i, a := range d.added {
 		steptrace.Mark(a.ID, steptrace.AllocReceived)
-		wg.Go(func() {
-			runners[i], errs[i] = c.newRunner(c.runnerConfig(a, false))
-			if errs[i] == nil {
-				c.goRunner(runners[i])
+		built.Add(1)
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			r, err := c.newRunner(c.runnerConfig(a, false))
+			runners[i], errs[i] = r, err
+			built.Done()
+			if err == nil {
+				r.Run()
 			}
-		})
+		}()
 	}
 	for _, a := range d.updated {
 		e := c.allocs[a.ID]
@@ -120,6 +131,7 @@ func (c *Client) applyAllocs(pulled []*structs.Allocation) {
 			wg.Go(func() { e.runner.Update(a) })
 		}
 	}
+	built.Wait()
 	wg.Wait()
 	for i, a := range d.added {
 		r, err := runners[i], errs[i]
