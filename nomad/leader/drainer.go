@@ -60,7 +60,7 @@ func (s *server) drainOnce(now time.Time) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, err
 	}
-	iter, err := snap.Nodes(nil)
+	iter, err := snap.DrainingNodes(nil)
 	if err != nil {
 		return time.Time{}, err
 	}

@@ -38,6 +38,8 @@ const (
 	IndexNamespace = "namespace"
 	IndexPluginID  = "plugin_id"
 	IndexModify    = "modify_index"
+	// IndexDraining indexes nodes by whether they drain.
+	IndexDraining = "draining"
 	// IndexController indexes the plugin instance rows that hold a
 	// controller, by plugin ID.
 	IndexController = "controller"
@@ -67,6 +69,13 @@ func schema() *memdb.DBSchema {
 				IndexID:       {Name: IndexID, Unique: true, Indexer: str("ID")},
 				IndexSecretID: {Name: IndexSecretID, AllowMissing: true, Indexer: str("SecretID")},
 				IndexModify:   {Name: IndexModify, Indexer: modifyIndexIndex{}},
+				IndexDraining: {Name: IndexDraining, Indexer: &memdb.ConditionalIndex{Conditional: func(raw any) (bool, error) {
+					n, ok := raw.(*structs.Node)
+					if !ok {
+						return false, fmt.Errorf("draining index: unexpected type %T", raw)
+					}
+					return n.DrainStrategy != nil, nil
+				}}},
 			},
 		},
 		TableJobs: {

@@ -35,6 +35,13 @@ func (s *StateStore) Nodes(ws memdb.WatchSet) (memdb.ResultIterator, error) {
 	return s.list(ws, TableNodes, IndexID)
 }
 
+// DrainingNodes iterates over the nodes with a drain strategy, without
+// reading the others: the leader's drainer passes on every node, alloc
+// and eval write.
+func (s *StateStore) DrainingNodes(ws memdb.WatchSet) (memdb.ResultIterator, error) {
+	return s.list(ws, TableNodes, IndexDraining, true)
+}
+
 // NodesModifiedSince iterates over the nodes written after index, in the
 // order of their ModifyIndex: a reader that remembers the nodes table's
 // index it last read (the leader's node watcher) reads what changed, not

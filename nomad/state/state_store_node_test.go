@@ -2,6 +2,7 @@ package state
 
 import (
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-memdb"
 	"github.com/shoenig/test/must"
@@ -240,4 +241,25 @@ func TestNodes_WatchGetAndList(t *testing.T) {
 
 	must.NoError(t, s.UpdateNodeStatus(3, "n1", structs.NodeStatusDown, "", 1))
 	must.True(t, watchFired(wsGet))
+}
+
+// TestDrainingNodes: the drainer's read lists exactly the nodes with a
+// drain strategy, as drains are set, kept across a re-registration, and
+// cleared.
+func TestDrainingNodes(t *testing.T) {
+	s := testStore(t)
+	for i, id := range []string{"n1", "n2", "n3"} {
+		must.NoError(t, s.UpsertNode(uint64(1+i), mockNode(id)))
+	}
+	draining := func() []string {
+		iter, err := s.DrainingNodes(nil)
+		return ids(t, iter, err)
+	}
+	must.SliceEmpty(t, draining())
+	must.NoError(t, s.UpdateNodeDrain(10, "n2", &structs.DrainStrategy{Deadline: time.Hour}, false, 1))
+	must.NoError(t, s.UpdateNodeDrain(11, "n3", &structs.DrainStrategy{Deadline: time.Hour}, false, 1))
+	must.Eq(t, []string{"n2", "n3"}, draining())
+	must.NoError(t, s.UpsertNode(12, mockNode("n2"))) // the drain outlives a re-registration
+	must.NoError(t, s.UpdateNodeDrain(13, "n3", nil, true, 2))
+	must.Eq(t, []string{"n2"}, draining())
 }
