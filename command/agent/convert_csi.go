@@ -216,8 +216,9 @@ func claimHistoryToAPI(h []structs.CSIClaimTransition) []api.CSIClaimTransition 
 	return out
 }
 
-func volumeStubToAPI(v *structs.CSIVolumeListStub, h pluginHealth) *api.CSIVolumeListStub {
-	return &api.CSIVolumeListStub{
+// volumeStubToAPI fills out (an element of the list's one slice).
+func volumeStubToAPI(out *api.CSIVolumeListStub, v *structs.CSIVolumeListStub, h pluginHealth) {
+	*out = api.CSIVolumeListStub{
 		ID: v.ID, Namespace: v.Namespace, Name: v.Name, ExternalID: v.ExternalID,
 		Topologies: topologiesToAPI(v.Topologies),
 		AccessMode: api.CSIVolumeAccessMode(v.AccessMode), AttachmentMode: api.CSIVolumeAttachmentMode(v.AttachmentMode),

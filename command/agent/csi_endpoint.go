@@ -52,9 +52,9 @@ func (s *HTTPServer) csiVolumesRequest(w http.ResponseWriter, r *http.Request) (
 	if err != nil {
 		return nil, err
 	}
-	out := make(volumeStubs, 0, len(reply.Volumes))
-	for _, v := range reply.Volumes {
-		out = append(out, volumeStubToAPI(v, healthOfPlugin(health[v.PluginID])))
+	out := make(volumeStubs, len(reply.Volumes))
+	for i, v := range reply.Volumes {
+		volumeStubToAPI(&out[i], v, healthOfPlugin(health[v.PluginID]))
 	}
 	return out, nil
 }

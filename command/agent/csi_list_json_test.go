@@ -12,15 +12,15 @@ import (
 )
 
 // fullStubs are list stubs with every field set, strings that need
-// escaping, nested fields and extremes, and nil entries.
+// escaping, nested fields and extremes, and zero entries.
 func fullStubs(n int) volumeStubs {
 	exhausted := time.Date(2026, 11, 25, 12, 0, 0, 500, time.FixedZone("x", 3600))
 	out := make(volumeStubs, n)
 	for i := range out {
 		if i%7 == 6 {
-			continue // nil
+			continue // the zero stub
 		}
-		out[i] = &api.CSIVolumeListStub{
+		out[i] = api.CSIVolumeListStub{
 			ID: fmt.Sprintf("vol-%04d", i), Namespace: "default", Name: fmt.Sprintf("Vol «%d» \"q\" <b>&\t\x01\u2028", i),
 			ExternalID: "ext/" + fmt.Sprint(i), AccessMode: api.CSIVolumeAccessModeSingleNodeWriter,
 			AttachmentMode: api.CSIVolumeAttachmentModeFilesystem, CurrentReaders: i % 3, CurrentWriters: -i,
@@ -41,8 +41,8 @@ func fullStubs(n int) volumeStubs {
 // The list writes the very bytes encoding/json writes: a field added to
 // the stub, or one written differently, fails here.
 func TestVolumeStubs_AppendJSONIsEncodingJSON(t *testing.T) {
-	for _, l := range []volumeStubs{nil, {}, {nil}, fullStubs(30)} {
-		want, err := json.Marshal([]*api.CSIVolumeListStub(l))
+	for _, l := range []volumeStubs{nil, {}, {{}}, fullStubs(30)} {
+		want, err := json.Marshal([]api.CSIVolumeListStub(l))
 		must.NoError(t, err)
 		got, err := l.appendJSON(nil)
 		must.NoError(t, err)
@@ -53,14 +53,13 @@ func TestVolumeStubs_AppendJSONIsEncodingJSON(t *testing.T) {
 // go test -run '^$' -bench VolumeStubsJSON ./command/agent/
 func BenchmarkVolumeStubsJSON1000(b *testing.B) {
 	l := fullStubs(1000)
-	for _, s := range l {
-		if s != nil {
-			s.Name, s.Topologies, s.ResourceExhausted = s.ID, nil, nil
-		}
+	for i := range l {
+		s := &l[i]
+		s.Name, s.Topologies, s.ResourceExhausted = s.ID, nil, nil
 	}
 	b.Run("encoding-json", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := json.Marshal([]*api.CSIVolumeListStub(l)); err != nil {
+			if _, err := json.Marshal([]api.CSIVolumeListStub(l)); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -169,13 +170,17 @@ func (s *HTTPServer) wrap(h handlerFunc) http.HandlerFunc {
 		var buf bytes.Buffer
 		_, pretty := r.URL.Query()["pretty"]
 		if ja, ok := obj.(jsonAppender); ok && !pretty {
-			b, err := ja.appendJSON(nil)
+			pb := answerBufs.Get().(*[]byte)
+			defer putAnswerBuf(pb)
+			b, err := ja.appendJSON((*pb)[:0])
+			*pb = b
 			if err != nil {
 				s.logger.Error("encoding response", "path", r.URL.Path, "error", err)
 				http.Error(w, "encoding response: "+err.Error(), http.StatusInternalServerError)
 				return
 			}
 			b = append(b, '\n') // as json.Encoder ends it
+			*pb = b
 			w.Header().Set("Content-Type", "application/json")
 			// The length lets the client size its buffer once instead of
 			// growing it through a big answer (and saves chunk framing).
@@ -299,4 +304,19 @@ func setMeta(w http.ResponseWriter, m *structs.QueryMeta) {
 // setIndex writes X-Nomad-Index for writes.
 func setIndex(w http.ResponseWriter, index uint64) {
 	w.Header().Set("X-Nomad-Index", strconv.FormatUint(index, 10))
+}
+
+// answerBufs hold the buffers of the answers that write their own JSON
+// (jsonAppender): a list of 1,000 volumes is ~450 KB, which allocated
+// and cleared on every request was a tenth of the list's agent time.
+var answerBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// putAnswerBuf returns a buffer to answerBufs once its answer is
+// written; an outsized one (a one-off huge list) is left to the GC.
+func putAnswerBuf(pb *[]byte) {
+	if cap(*pb) > 8<<20 {
+		return
+	}
+	*pb = (*pb)[:0]
+	answerBufs.Put(pb)
 }
