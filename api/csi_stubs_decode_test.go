@@ -73,6 +73,38 @@ func TestVolumeStubList_DecodesAsEncodingJSON(t *testing.T) {
 	}
 }
 
+// The stubs come in blocks: lists longer than a block, and stubs far
+// smaller than the size the blocks are estimated from (so that the
+// estimate runs short), still decode each stub into its own memory.
+func TestVolumeStubList_BlocksHoldEachStubOnce(t *testing.T) {
+	body, err := json.Marshal(sampleStubs(2*stubBlock + 7))
+	must.NoError(t, err)
+	stubsLikeEncodingJSON(t, body)
+	small := []byte("[")
+	for i := range 3*stubBlock + 1 {
+		if i > 0 {
+			small = append(small, ',')
+		}
+		if i%5 == 4 {
+			small = append(small, "null"...)
+			continue
+		}
+		small = fmt.Appendf(small, `{"ID":"v%d","Claims":%d}`, i, i)
+	}
+	small = append(small, ']')
+	stubsLikeEncodingJSON(t, small)
+	out, ok := decodeVolumeStubs(small)
+	must.True(t, ok)
+	must.Eq(t, 3*stubBlock+1, len(out))
+	seen := map[*CSIVolumeListStub]bool{}
+	for _, s := range out {
+		if s != nil {
+			must.False(t, seen[s], must.Sprintf("stub %s shares its memory", s.ID))
+			seen[s] = true
+		}
+	}
+}
+
 // Bodies the fast path must not take as it reads them: each either goes
 // to encoding/json, or decodes to the same thing.
 // stubEdgeBodies are bodies at the edges of what the fast decoder takes; the
