@@ -237,7 +237,9 @@ type requestBody interface {
 }
 
 // rawDecoder is an answer that decodes its whole body itself (a big list
-// with a decoder of its own, see volumeStubList).
+// with a decoder of its own, see volumeStubList). The body is the
+// decoder's: the result may share its memory, and nothing writes it
+// after decodeJSON.
 type rawDecoder interface {
 	decodeJSON(body []byte) error
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // volumeStubList is the answer of GET /v1/volumes?type=csi. It decodes
@@ -19,11 +20,11 @@ import (
 // whole body to encoding/json instead, so the result, or the error, is
 // always encoding/json's.
 //
-// The body is copied into one string and every plain string of the
-// answer (keys included) is a slice of it: one allocation for the whole
-// list instead of one per key and value, which were most of the decoder's
-// time (allocation and the GC it drives). The price is that a stub kept
-// alone keeps the whole body's string alive.
+// Every plain string of the answer (keys included) is a slice of the
+// body, which becomes the strings' memory: no allocation for a key or a
+// value, which were most of the decoder's time (allocation and the GC it
+// drives). The price is that a stub kept alone keeps the whole body
+// alive.
 type volumeStubList []*CSIVolumeListStub
 
 func (l *volumeStubList) decodeJSON(body []byte) error {
@@ -45,7 +46,11 @@ var errSlowPath = errors.New("not for the fast path")
 // decodeVolumeStubs is the fast path; ok is false when the body must go
 // to encoding/json.
 func decodeVolumeStubs(body []byte) (out []*CSIVolumeListStub, ok bool) {
-	d := stubDecoder{b: body, s: string(body)}
+	// The strings alias body itself, without a copy (~450 KB on a list
+	// of 1,000 volumes, its allocation and the GC it drives): body is
+	// the decoder's (rawDecoder) and nothing writes it afterwards, as
+	// strings.Builder does with its buffer.
+	d := stubDecoder{b: body, s: unsafe.String(unsafe.SliceData(body), len(body))}
 	d.ws()
 	if d.literal("null") {
 		d.ws()

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/shoenig/test/must"
 )
@@ -103,6 +104,23 @@ func TestVolumeStubList_BlocksHoldEachStubOnce(t *testing.T) {
 			seen[s] = true
 		}
 	}
+}
+
+// The plain strings are the body's own memory, not a copy of it (the
+// copy was ~450 KB a list of 1,000 volumes); an escaped one is its own.
+func TestVolumeStubList_StringsShareTheBody(t *testing.T) {
+	body := []byte(`[{"ID":"vol-1","PluginID":"hostpath","Name":"a\u0041"}]`)
+	out, ok := decodeVolumeStubs(body)
+	must.True(t, ok)
+	inBody := func(s string) bool {
+		p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+		start := uintptr(unsafe.Pointer(unsafe.SliceData(body)))
+		return p >= start && p+uintptr(len(s)) <= start+uintptr(len(body))
+	}
+	must.True(t, inBody(out[0].ID))
+	must.True(t, inBody(out[0].PluginID))
+	must.Eq(t, "aA", out[0].Name)
+	must.False(t, inBody(out[0].Name))
 }
 
 // Bodies the fast path must not take as it reads them: each either goes
