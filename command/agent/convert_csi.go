@@ -216,7 +216,7 @@ func claimHistoryToAPI(h []structs.CSIClaimTransition) []api.CSIClaimTransition 
 	return out
 }
 
-// volumeStubToAPI fills out (an element of the list's one slice).
+// volumeStubToAPI fills out (the list's one reused stub, see volumeList).
 func volumeStubToAPI(out *api.CSIVolumeListStub, v *structs.CSIVolumeListStub, h pluginHealth) {
 	*out = api.CSIVolumeListStub{
 		ID: v.ID, Namespace: v.Namespace, Name: v.Name, ExternalID: v.ExternalID,

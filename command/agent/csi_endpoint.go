@@ -52,11 +52,10 @@ func (s *HTTPServer) csiVolumesRequest(w http.ResponseWriter, r *http.Request) (
 	if err != nil {
 		return nil, err
 	}
-	out := make(volumeStubs, len(reply.Volumes))
-	for i, v := range reply.Volumes {
-		volumeStubToAPI(&out[i], v, healthOfPlugin(health[v.PluginID]))
+	if reply.Volumes == nil {
+		reply.Volumes = []*structs.CSIVolumeListStub{} // [], not null
 	}
-	return out, nil
+	return volumeList{vols: reply.Volumes, health: health}, nil
 }
 
 func (s *HTTPServer) csiVolumeRequest(w http.ResponseWriter, r *http.Request) (any, error) {
