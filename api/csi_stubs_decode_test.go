@@ -135,6 +135,9 @@ var stubEdgeBodies = []string{
 	`[{"Unknown":{"a":[1,"]}",{}]},"ID":"x"}]`, // a field the stub lacks
 	`[{"Claims":1.0}]`, `[{"Claims":1e3}]`, `[{"Claims":01}]`, `[{"Claims":-0}]`, `[{"Claims":"1"}]`,
 	`[{"CreateIndex":-1}]`, `[{"CreateIndex":18446744073709551616}]`,
+	`[{"Claims":0,"CreateIndex":0}]`, `[{"Claims":123456789012345678,"CreateIndex":999999999999999999}]`,
+	`[{"Claims":1234567890123456789,"CreateIndex":18446744073709551615}]`, `[{"Claims":9223372036854775808}]`,
+	`[{"Claims":12a}]`, `[{"CreateIndex":00}]`, `[{"Claims":7 }]`,
 	`[{"Schedulable":tru}]`, `[{"Schedulable":truex}]`, `[{"Schedulable":1}]`,
 	`[{"Topologies":[{"Segments":{"z":"a"}}]}]`, `[{"Topologies":{}}]`,
 	`[{"ResourceExhausted":"2026-11-25T12:00:00Z"}]`, `[{"ResourceExhausted":"yesterday"}]`,
