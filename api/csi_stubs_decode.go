@@ -166,10 +166,21 @@ func (d *stubDecoder) stub(s *CSIVolumeListStub) error {
 	if d.byte('}') {
 		return nil
 	}
+	next := 0 // the index in stubFields of the key the agent writes next
 	for {
-		key, err := d.key()
-		if err != nil {
-			return err
+		var key string
+		if next < len(stubKeys) && strings.HasPrefix(d.s[d.i:], stubKeys[next]) {
+			// The agent's order: the key is known without reading it.
+			key = stubFields[next]
+			d.i += len(stubKeys[next])
+			d.ws()
+			next++
+		} else {
+			var err error
+			if key, err = d.key(); err != nil {
+				return err
+			}
+			next = len(stubKeys) // out of order: read every key from here
 		}
 		if err := d.field(s, key); err != nil {
 			return err
@@ -183,14 +194,27 @@ func (d *stubDecoder) stub(s *CSIVolumeListStub) error {
 	}
 }
 
-// stubFields are the JSON names of CSIVolumeListStub's fields: a key that
-// equals one of them only without case is left to encoding/json.
+// stubFields are the JSON names of CSIVolumeListStub's fields, in the
+// order the agent writes them: a key that equals one of them only
+// without case is left to encoding/json.
 var stubFields = []string{
 	"ID", "Namespace", "Name", "ExternalID", "Topologies", "AccessMode", "AttachmentMode",
 	"CurrentReaders", "CurrentWriters", "Schedulable", "PluginID", "Provider", "ControllerRequired",
 	"ControllersHealthy", "ControllersExpected", "NodesHealthy", "NodesExpected", "ResourceExhausted",
 	"CreateIndex", "ModifyIndex", "State", "Claims",
 }
+
+// stubKeys are stubFields as the agent writes them, quoted with their
+// colon, in its order: a stub's keys are checked against them in turn
+// before they are read (a key read and matched was a third of the
+// decoder's time).
+var stubKeys = func() []string {
+	out := make([]string, len(stubFields))
+	for i, f := range stubFields {
+		out[i] = `"` + f + `":`
+	}
+	return out
+}()
 
 // field reads the value of key into s. A null leaves the field as it is,
 // as encoding/json does.

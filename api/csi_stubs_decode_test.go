@@ -106,6 +106,18 @@ func TestVolumeStubList_BlocksHoldEachStubOnce(t *testing.T) {
 	}
 }
 
+// stubFields are in the order encoding/json (and so the agent) writes the
+// stub's fields: the decoder expects its keys in that order, and reads
+// each one only when that fails.
+func TestVolumeStubList_KeysInTheWritersOrder(t *testing.T) {
+	typ := reflect.TypeFor[CSIVolumeListStub]()
+	var names []string
+	for i := range typ.NumField() {
+		names = append(names, typ.Field(i).Name)
+	}
+	must.Eq(t, names, stubFields)
+}
+
 // The plain strings are the body's own memory, not a copy of it (the
 // copy was ~450 KB a list of 1,000 volumes); an escaped one is its own.
 func TestVolumeStubList_StringsShareTheBody(t *testing.T) {
@@ -138,6 +150,9 @@ var stubEdgeBodies = []string{
 	`[{"Claims":0,"CreateIndex":0}]`, `[{"Claims":123456789012345678,"CreateIndex":999999999999999999}]`,
 	`[{"Claims":1234567890123456789,"CreateIndex":18446744073709551615}]`, `[{"Claims":9223372036854775808}]`,
 	`[{"Claims":12a}]`, `[{"CreateIndex":00}]`, `[{"Claims":7 }]`,
+	// keys out of the agent's order, given twice, spaced, or in another case
+	`[{"ID":"a","ID":"b"}]`, `[{"Namespace":"n","ID":"a","Name":"x"}]`, `[{"ID":"a","Namespace" :"n","Name":"x"}]`,
+	`[{"ID":"a","namespace":"n"}]`, `[{"ID":"a","Namespace":"n","Namespace":"m"}]`, `[{"ID":"a","Names":"n"}]`,
 	`[{"Schedulable":tru}]`, `[{"Schedulable":truex}]`, `[{"Schedulable":1}]`,
 	`[{"Topologies":[{"Segments":{"z":"a"}}]}]`, `[{"Topologies":{}}]`,
 	`[{"ResourceExhausted":"2026-11-25T12:00:00Z"}]`, `[{"ResourceExhausted":"yesterday"}]`,
