@@ -81,7 +81,7 @@ func (s *Server) csiOperation() (*scheduling, context.Context, context.CancelFun
 // the operation described by what ("claiming volume \"db\" for alloc
 // …"), or says what could not wait.
 func (sc *scheduling) lockVolume(ctx context.Context, ns, id, what string) (func(), error) {
-	unlock, err := sc.volumes.Lock(ctx, ns, id)
+	unlock, err := sc.volumes.Lock(ctx, ns, id, what)
 	if err != nil {
 		return nil, fmt.Errorf("%s: waiting for the volume: %w", what, err)
 	}

@@ -75,7 +75,7 @@ func (v *CSIVolumeEndpoint) Create(args *structs.CSIVolumeCreateRequest, reply *
 func (v *CSIVolumeEndpoint) createOne(sc *scheduling, vol *structs.CSIVolume) (_ *structs.CSIVolume, _ uint64, outcome string, _ error) {
 	ctx, cancel := v.srv.csiContext()
 	defer cancel()
-	unlock, err := sc.volumes.Lock(ctx, vol.Namespace, vol.ID)
+	unlock, err := sc.volumes.Lock(ctx, vol.Namespace, vol.ID, fmt.Sprintf("creating volume %q", vol.ID))
 	if err != nil {
 		return nil, 0, "", fmt.Errorf("creating volume %q: waiting for the volume: %w", vol.ID, err)
 	}

@@ -151,6 +151,18 @@ type Watcher struct {
 	// call that may still run.
 	issuedMu sync.Mutex
 	issued   map[claimKey]issuedDeadline
+
+	// holders names who holds each volume's lock and since when, for the
+	// error of a caller that could not wait for it: from outside, a
+	// release stuck behind the lock looks only like "context deadline
+	// exceeded" (simulator seeds 21774, 21824, 21828, 21845).
+	holdersMu sync.Mutex
+	holders   map[volumeKey]lockHolder
+}
+
+type lockHolder struct {
+	what  string
+	since time.Time
 }
 
 type issuedDeadline struct{ until, prior int64 }
@@ -271,8 +283,38 @@ func (w *Watcher) EnqueueAll() error {
 // claim endpoints hold it while they read a volume's claims, call its
 // controller and write the result. It returns the unlock function (safe
 // to call twice), or ctx's error.
-func (w *Watcher) Lock(ctx context.Context, ns, id string) (func(), error) {
-	return w.locks.Lock(ctx, volumeKey{ns, id})
+// what names the holder ("claiming volume \"db\" for alloc …") in the
+// error of a caller that gives up waiting for it.
+func (w *Watcher) Lock(ctx context.Context, ns, id, what string) (func(), error) {
+	return w.lock(ctx, volumeKey{ns, id}, what)
+}
+
+func (w *Watcher) lock(ctx context.Context, k volumeKey, what string) (func(), error) {
+	unlock, err := w.locks.Lock(ctx, k)
+	if err != nil {
+		w.holdersMu.Lock()
+		h, ok := w.holders[k]
+		w.holdersMu.Unlock()
+		if ok {
+			return nil, fmt.Errorf("%w (held for %s by %s)", err, time.Since(h.since).Round(time.Millisecond), h.what)
+		}
+		return nil, err
+	}
+	w.holdersMu.Lock()
+	if w.holders == nil {
+		w.holders = map[volumeKey]lockHolder{}
+	}
+	w.holders[k] = lockHolder{what: what, since: time.Now()}
+	w.holdersMu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			w.holdersMu.Lock()
+			delete(w.holders, k)
+			w.holdersMu.Unlock()
+			unlock()
+		})
+	}, nil
 }
 
 // ReleaseOptions narrow a Release.
@@ -408,7 +450,7 @@ func (w *Watcher) pass(ctx context.Context, k volumeKey, opts passOptions) (time
 	if w.cfg.State == nil {
 		return 0, ErrNoState
 	}
-	unlock, err := w.locks.Lock(ctx, k)
+	unlock, err := w.lock(ctx, k, "the volumewatcher's release pass")
 	if err != nil {
 		return 0, err
 	}

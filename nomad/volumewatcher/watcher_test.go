@@ -724,3 +724,32 @@ func TestWatcher_AnIssuedDeadlineSparesTheWriteBeforeTheCall(t *testing.T) {
 		must.Eq(t, until, c.UnpublishUntil)
 	})
 }
+
+// A caller that gives up waiting for a volume's lock is told who holds
+// it and for how long, and the error is still the context's; once the
+// holder unlocks (twice is safe), the next caller takes it and becomes
+// the one named.
+func TestWatcher_LockTimeoutNamesTheHolder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := New(Config{})
+		unlock, err := w.Lock(t.Context(), "default", "db", "claiming volume \"db\" for alloc a1")
+		must.NoError(t, err)
+
+		time.Sleep(3 * time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer cancel()
+		_, err = w.Lock(ctx, "default", "db", "unpublishing volume \"db\" for alloc a2")
+		must.ErrorIs(t, err, context.DeadlineExceeded)
+		must.ErrorContains(t, err, "held for 5s by claiming volume \"db\" for alloc a1")
+
+		unlock()
+		unlock()
+		next, err := w.Lock(t.Context(), "default", "db", "the next")
+		must.NoError(t, err)
+		defer next()
+		ctx2, cancel2 := context.WithTimeout(t.Context(), time.Second)
+		defer cancel2()
+		_, err = w.Lock(ctx2, "default", "db", "another")
+		must.ErrorContains(t, err, "by the next")
+	})
+}
