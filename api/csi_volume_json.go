@@ -364,7 +364,7 @@ func appendMarshalled(buf []byte, isNil bool, v any) ([]byte, error) {
 // (<, >, &) as it is, any other through encoding/json.
 func appendJSONString(buf []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+		if jsonNeedsEscape[s[i]] {
 			b, _ := json.Marshal(s) // a string always encodes
 			return append(buf, b...)
 		}
@@ -372,4 +372,51 @@ func appendJSONString(buf []byte, s string) []byte {
 	buf = append(buf, '"')
 	buf = append(buf, s...)
 	return append(buf, '"')
+}
+
+// jsonNeedsEscape marks the bytes appendJSONString leaves to encoding/json:
+// one lookup a byte instead of seven comparisons.
+var jsonNeedsEscape = func() (t [256]bool) {
+	for c := range t {
+		t[c] = c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&'
+	}
+	return t
+}()
+
+// AppendJSON appends the stub's JSON, byte for byte what encoding/json
+// writes for it: the agent writes a volume list with it (a list of 1,000
+// through encoding/json's reflection was half of the agent's time).
+func (s *CSIVolumeListStub) AppendJSON(buf []byte) ([]byte, error) {
+	var err error
+	buf = appendJSONString(append(buf, `{"ID":`...), s.ID)
+	buf = appendJSONString(append(buf, `,"Namespace":`...), s.Namespace)
+	buf = appendJSONString(append(buf, `,"Name":`...), s.Name)
+	buf = appendJSONString(append(buf, `,"ExternalID":`...), s.ExternalID)
+	if buf, err = appendMarshalled(append(buf, `,"Topologies":`...), s.Topologies == nil, s.Topologies); err != nil {
+		return nil, err
+	}
+	buf = appendJSONString(append(buf, `,"AccessMode":`...), string(s.AccessMode))
+	buf = appendJSONString(append(buf, `,"AttachmentMode":`...), string(s.AttachmentMode))
+	buf = strconv.AppendInt(append(buf, `,"CurrentReaders":`...), int64(s.CurrentReaders), 10)
+	buf = strconv.AppendInt(append(buf, `,"CurrentWriters":`...), int64(s.CurrentWriters), 10)
+	buf = strconv.AppendBool(append(buf, `,"Schedulable":`...), s.Schedulable)
+	buf = appendJSONString(append(buf, `,"PluginID":`...), s.PluginID)
+	buf = appendJSONString(append(buf, `,"Provider":`...), s.Provider)
+	buf = strconv.AppendBool(append(buf, `,"ControllerRequired":`...), s.ControllerRequired)
+	buf = strconv.AppendInt(append(buf, `,"ControllersHealthy":`...), int64(s.ControllersHealthy), 10)
+	buf = strconv.AppendInt(append(buf, `,"ControllersExpected":`...), int64(s.ControllersExpected), 10)
+	buf = strconv.AppendInt(append(buf, `,"NodesHealthy":`...), int64(s.NodesHealthy), 10)
+	buf = strconv.AppendInt(append(buf, `,"NodesExpected":`...), int64(s.NodesExpected), 10)
+	if buf, err = appendMarshalled(append(buf, `,"ResourceExhausted":`...), s.ResourceExhausted == nil, s.ResourceExhausted); err != nil {
+		return nil, err
+	}
+	buf = strconv.AppendUint(append(buf, `,"CreateIndex":`...), s.CreateIndex, 10)
+	buf = strconv.AppendUint(append(buf, `,"ModifyIndex":`...), s.ModifyIndex, 10)
+	if s.State != "" {
+		buf = appendJSONString(append(buf, `,"State":`...), string(s.State))
+	}
+	if s.Claims != 0 {
+		buf = strconv.AppendInt(append(buf, `,"Claims":`...), int64(s.Claims), 10)
+	}
+	return append(buf, '}'), nil
 }

@@ -144,3 +144,15 @@ func TestCSIVolumes_RegisterSendsTheCompactBody(t *testing.T) {
 	must.NoError(t, err)
 	must.Eq(t, string(want), string(f.last(t).body))
 }
+
+// Every byte alone in a plain string is written as encoding/json writes it:
+// the escape table misses none (a string with one other special byte
+// would hide a miss).
+func TestAppendJSONString_EveryByte(t *testing.T) {
+	for c := range 256 {
+		s := "plain " + string([]byte{byte(c)}) + " text"
+		want, err := json.Marshal(s)
+		must.NoError(t, err)
+		must.Eq(t, string(want), string(appendJSONString(nil, s)), must.Sprintf("byte %#x", c))
+	}
+}

@@ -1,9 +1,7 @@
 package agent
 
 import (
-	"encoding/json"
 	"slices"
-	"strconv"
 
 	"github.com/berth-io/berth/api"
 	"github.com/berth-io/berth/nomad/structs"
@@ -47,7 +45,7 @@ func (l volumeList) appendJSON(buf []byte) ([]byte, error) {
 		}
 		volumeStubToAPI(&s, v, healthOfPlugin(l.health[v.PluginID]))
 		var err error
-		if buf, err = appendStub(buf, &s); err != nil {
+		if buf, err = s.AppendJSON(buf); err != nil {
 			return nil, err
 		}
 	}
@@ -56,76 +54,3 @@ func (l volumeList) appendJSON(buf []byte) ([]byte, error) {
 
 // MarshalJSON is the list for encoding/json (?pretty indents it).
 func (l volumeList) MarshalJSON() ([]byte, error) { return l.appendJSON(nil) }
-
-// appendStub writes s as encoding/json does.
-func appendStub(buf []byte, s *api.CSIVolumeListStub) ([]byte, error) {
-	var err error
-	buf = appendJSONString(append(buf, `{"ID":`...), s.ID)
-	buf = appendJSONString(append(buf, `,"Namespace":`...), s.Namespace)
-	buf = appendJSONString(append(buf, `,"Name":`...), s.Name)
-	buf = appendJSONString(append(buf, `,"ExternalID":`...), s.ExternalID)
-	if buf, err = appendMarshalled(append(buf, `,"Topologies":`...), s.Topologies == nil, s.Topologies); err != nil {
-		return nil, err
-	}
-	buf = appendJSONString(append(buf, `,"AccessMode":`...), string(s.AccessMode))
-	buf = appendJSONString(append(buf, `,"AttachmentMode":`...), string(s.AttachmentMode))
-	buf = strconv.AppendInt(append(buf, `,"CurrentReaders":`...), int64(s.CurrentReaders), 10)
-	buf = strconv.AppendInt(append(buf, `,"CurrentWriters":`...), int64(s.CurrentWriters), 10)
-	buf = strconv.AppendBool(append(buf, `,"Schedulable":`...), s.Schedulable)
-	buf = appendJSONString(append(buf, `,"PluginID":`...), s.PluginID)
-	buf = appendJSONString(append(buf, `,"Provider":`...), s.Provider)
-	buf = strconv.AppendBool(append(buf, `,"ControllerRequired":`...), s.ControllerRequired)
-	buf = strconv.AppendInt(append(buf, `,"ControllersHealthy":`...), int64(s.ControllersHealthy), 10)
-	buf = strconv.AppendInt(append(buf, `,"ControllersExpected":`...), int64(s.ControllersExpected), 10)
-	buf = strconv.AppendInt(append(buf, `,"NodesHealthy":`...), int64(s.NodesHealthy), 10)
-	buf = strconv.AppendInt(append(buf, `,"NodesExpected":`...), int64(s.NodesExpected), 10)
-	if buf, err = appendMarshalled(append(buf, `,"ResourceExhausted":`...), s.ResourceExhausted == nil, s.ResourceExhausted); err != nil {
-		return nil, err
-	}
-	buf = strconv.AppendUint(append(buf, `,"CreateIndex":`...), s.CreateIndex, 10)
-	buf = strconv.AppendUint(append(buf, `,"ModifyIndex":`...), s.ModifyIndex, 10)
-	if s.State != "" {
-		buf = appendJSONString(append(buf, `,"State":`...), string(s.State))
-	}
-	if s.Claims != 0 {
-		buf = strconv.AppendInt(append(buf, `,"Claims":`...), int64(s.Claims), 10)
-	}
-	return append(buf, '}'), nil
-}
-
-// appendMarshalled writes null for a nil value, else encoding/json's
-// encoding of v.
-func appendMarshalled(buf []byte, isNil bool, v any) ([]byte, error) {
-	if isNil {
-		return append(buf, "null"...), nil
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return append(buf, b...), nil
-}
-
-// appendJSONString writes s quoted as encoding/json does: a string of
-// printable ASCII without '"', '\\' or the HTML characters it escapes
-// (<, >, &) as it is, any other through encoding/json.
-func appendJSONString(buf []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if jsonNeedsEscape[s[i]] {
-			b, _ := json.Marshal(s) // a string always encodes
-			return append(buf, b...)
-		}
-	}
-	buf = append(buf, '"')
-	buf = append(buf, s...)
-	return append(buf, '"')
-}
-
-// jsonNeedsEscape marks the bytes appendJSONString leaves to encoding/json:
-// one lookup a byte instead of seven comparisons.
-var jsonNeedsEscape = func() (t [256]bool) {
-	for c := range t {
-		t[c] = c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&'
-	}
-	return t
-}()
