@@ -42,6 +42,13 @@ const healthNodeDown = "node down"
 // CSIPluginControllers. ws fires on any change of the plugin or of one of
 // its instances.
 func (s *StateStore) CSIPluginByID(ws memdb.WatchSet, id string) (*structs.CSIPlugin, error) {
+	return s.pluginWithInstances(ws, id, true)
+}
+
+// pluginWithInstances reads plugin id's row and fills in its instances:
+// every one (withNodes, the maps made for the counts expected), or only
+// the controllers, read by the controller index (Nodes stays nil).
+func (s *StateStore) pluginWithInstances(ws memdb.WatchSet, id string, withNodes bool) (*structs.CSIPlugin, error) {
 	txn := s.db.Txn(false)
 	ch, raw, err := txn.FirstWatch(TableCSIPlugins, IndexID, id)
 	if err != nil {
@@ -52,15 +59,19 @@ func (s *StateStore) CSIPluginByID(ws memdb.WatchSet, id string) (*structs.CSIPl
 		return nil, nil
 	}
 	p := *raw.(*structs.CSIPlugin)
-	iter, err := txn.Get(TableCSIPluginInstances, IndexID+prefixSuffix, id)
+	index, what := IndexController, "controllers"
+	if withNodes {
+		index, what = IndexID+prefixSuffix, "instances"
+		if p.ControllersExpected > 0 {
+			p.Controllers = make(map[string]*structs.CSIInfo, p.ControllersExpected)
+		}
+		if p.NodesExpected > 0 {
+			p.Nodes = make(map[string]*structs.CSIInfo, p.NodesExpected)
+		}
+	}
+	iter, err := txn.Get(TableCSIPluginInstances, index, id)
 	if err != nil {
-		return nil, fmt.Errorf("reading instances of CSI plugin %q: %w", id, err)
-	}
-	if p.ControllersExpected > 0 {
-		p.Controllers = make(map[string]*structs.CSIInfo, p.ControllersExpected)
-	}
-	if p.NodesExpected > 0 {
-		p.Nodes = make(map[string]*structs.CSIInfo, p.NodesExpected)
+		return nil, fmt.Errorf("reading %s of CSI plugin %q: %w", what, id, err)
 	}
 	for raw := iter.Next(); raw != nil; raw = iter.Next() {
 		in := raw.(*structs.CSIPluginInstance)
@@ -70,7 +81,7 @@ func (s *StateStore) CSIPluginByID(ws memdb.WatchSet, id string) (*structs.CSIPl
 			}
 			p.Controllers[in.NodeID] = in.Controller
 		}
-		if in.Node != nil {
+		if in.Node != nil && withNodes {
 			if p.Nodes == nil {
 				p.Nodes = map[string]*structs.CSIInfo{}
 			}
@@ -98,28 +109,7 @@ func (s *StateStore) CSIPluginSummary(ws memdb.WatchSet, id string) (*structs.CS
 // snapshot, expand) reads, without the node instances of every node.
 // A new object each call; do not mutate its instances.
 func (s *StateStore) CSIPluginWithControllers(ws memdb.WatchSet, id string) (*structs.CSIPlugin, error) {
-	txn := s.db.Txn(false)
-	ch, raw, err := txn.FirstWatch(TableCSIPlugins, IndexID, id)
-	if err != nil {
-		return nil, fmt.Errorf("reading CSI plugin %q: %w", id, err)
-	}
-	ws.Add(ch)
-	if raw == nil {
-		return nil, nil
-	}
-	p := *raw.(*structs.CSIPlugin)
-	iter, err := txn.Get(TableCSIPluginInstances, IndexController, id)
-	if err != nil {
-		return nil, fmt.Errorf("reading controllers of CSI plugin %q: %w", id, err)
-	}
-	for raw := iter.Next(); raw != nil; raw = iter.Next() {
-		in := raw.(*structs.CSIPluginInstance)
-		if p.Controllers == nil {
-			p.Controllers = map[string]*structs.CSIInfo{}
-		}
-		p.Controllers[in.NodeID] = in.Controller
-	}
-	return &p, nil
+	return s.pluginWithInstances(ws, id, false)
 }
 
 // CSIPluginControllers iterates over the instance rows of plugin id that
