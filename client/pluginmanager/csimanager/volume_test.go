@@ -223,6 +223,9 @@ func TestVolumeManager_StagesByTheCapabilityOfTheRunningPlugin(t *testing.T) {
 	h := newManagerHarness(t, state.NewMemDB(), t.TempDir(), nil) // FingerprintInterval is an hour
 	h.register("fakeplug", dynamicplugins.PluginTypeCSINode, sock, "plugin-alloc")
 	vm := h.nodePlugin("fakeplug")
+	// The fingerprint's answer is kept once the channel reports the
+	// connection it came over (see learnedCaps).
+	learnedCaps(t, vm.(*volumeManager), false)
 	ctx := context.Background()
 	ref := func(id string) VolumeRef { return VolumeRef{Namespace: "default", ID: id, ExternalID: "ext-" + id} }
 	restartAs := func(caps []csipb.NodeServiceCapability_RPC_Type) {
@@ -247,7 +250,7 @@ func TestVolumeManager_StagesByTheCapabilityOfTheRunningPlugin(t *testing.T) {
 	must.Eq(t, "", p.LastRequest("NodePublishVolume").(*csipb.NodePublishVolumeRequest).GetStagingTargetPath())
 	must.NoError(t, vm.UnmountVolume(ctx, ref("v1"), "a1", rwUsage))
 	must.Eq(t, 0, p.Calls("NodeUnstageVolume"))
-	must.Eq(t, asked, p.Calls("NodeGetCapabilities"), must.Sprint("mount and unmount reuse the fingerprint's answer"))
+	must.Eq(t, asked, p.Calls("NodeGetCapabilities"), must.Sprint("mount and unmount reuse the answer kept (the fingerprint's, or the wait's)"))
 
 	// Restarted as a version that stages: the next mount asks and stages;
 	// the one after reuses that answer.
@@ -260,6 +263,7 @@ func TestVolumeManager_StagesByTheCapabilityOfTheRunningPlugin(t *testing.T) {
 	// next mount asks once more over the connection now up; then no more.
 	_, err = vm.MountVolume(ctx, testVolume("v2"), alloc("a2b"), rwUsage, nil)
 	must.NoError(t, err)
+	learnedCaps(t, vm.(*volumeManager), true)
 	asked = p.Calls("NodeGetCapabilities")
 	_, err = vm.MountVolume(ctx, testVolume("v5"), alloc("a5"), rwUsage, nil)
 	must.NoError(t, err)
@@ -306,7 +310,7 @@ func TestVolumeManager_PreparedDirectories(t *testing.T) {
 	// channel reports the connection the answer came over.
 	_, err := vm.MountVolume(ctx, testVolume("vol0"), alloc("warm"), rwUsage, nil)
 	must.NoError(t, err)
-	learnedStaging(t, vm.(*volumeManager))
+	learnedCaps(t, vm.(*volumeManager), true)
 
 	ref := VolumeRef{Namespace: "default", ID: "vol1", ExternalID: "ext-vol1"}
 	staging := filepath.Join(root, "fakeplug/staging/default/vol1", rwUsage.Name())
@@ -337,18 +341,19 @@ func TestVolumeManager_PreparedDirectories(t *testing.T) {
 	must.DirNotExists(t, filepath.Join(root, "fakeplug/per-alloc/alloc-c"))
 }
 
-// learnedStaging waits until m holds the plugin's staging capability as
-// said over the connection in use. gRPC can answer a call before its
-// channel reports the connection ready, and learn keeps only an answer
-// known to have come over the connection up; PrepareMount prepares the
-// staging path only then (CI saw the mount's answer dropped that way).
-func learnedStaging(t *testing.T, m *volumeManager) {
+// learnedCaps waits until m holds the plugin's staging capability, as
+// stages, said over the connection in use. gRPC can answer a call before
+// its channel reports the connection ready, and learn keeps only an
+// answer known to have come over the connection up (until then each
+// mount asks again, and PrepareMount prepares no staging path); CI saw
+// both tests that count on a kept answer fail that way.
+func learnedCaps(t *testing.T, m *volumeManager, stages bool) {
 	t.Helper()
 	must.Wait(t, wait.InitialSuccess(
 		wait.BoolFunc(func() bool {
 			conn := m.client.Connection()
 			if c := m.caps.Load(); conn != 0 && c != nil && c.conn == conn {
-				return c.stages
+				return c.stages == stages
 			}
 			if conn != 0 {
 				_, _ = m.stages(t.Context())
@@ -356,7 +361,7 @@ func learnedStaging(t *testing.T, m *volumeManager) {
 			return false
 		}),
 		wait.Timeout(10*time.Second), wait.Gap(5*time.Millisecond)),
-		must.Sprint("the manager should learn that the plugin stages"))
+		must.Sprintf("the manager should learn that the plugin stages: %v", stages))
 }
 
 // usageWrites counts the writes to the staging-usage bucket.
