@@ -2,7 +2,6 @@ package csi
 
 import (
 	"context"
-	"encoding/binary"
 	"net"
 	"sync"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/shoenig/test/must"
 
 	"github.com/berth-io/berth/plugins/csi/fake"
+	"github.com/berth-io/berth/testutil"
 )
 
 // writeRecorder is a connection that keeps a copy of what is written to it.
@@ -36,16 +36,8 @@ func http2Pings(t *testing.T, b []byte) int {
 	const preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 	must.StrHasPrefix(t, preface, string(b))
 	b = b[len(preface):]
-	const typePing, flagAck = 0x6, 0x1
-	pings := 0
-	for len(b) >= 9 {
-		n := int(binary.BigEndian.Uint32(append([]byte{0}, b[:3]...)))
-		if b[3] == typePing && b[4]&flagAck == 0 {
-			pings++
-		}
-		b = b[min(len(b), 9+n):]
-	}
-	must.Zero(t, len(b), must.Sprint("a frame was cut short"))
+	pings, left := testutil.HTTP2Pings(b)
+	must.Zero(t, left, must.Sprint("a frame was cut short"))
 	return pings
 }
 

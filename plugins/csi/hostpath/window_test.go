@@ -2,7 +2,6 @@ package hostpath
 
 import (
 	"context"
-	"encoding/binary"
 	"net"
 	"os"
 	"path/filepath"
@@ -15,6 +14,8 @@ import (
 	"github.com/shoenig/test/must"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/berth-io/berth/testutil"
 )
 
 // recordingListener keeps a copy of everything written to the connections
@@ -53,16 +54,8 @@ func (l *recordingListener) pings(t *testing.T) int {
 	t.Helper()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	const typePing, flagAck = 0x6, 0x1
-	b, pings := l.buf, 0
-	for len(b) >= 9 {
-		n := int(binary.BigEndian.Uint32(append([]byte{0}, b[:3]...)))
-		if b[3] == typePing && b[4]&flagAck == 0 {
-			pings++
-		}
-		b = b[min(len(b), 9+n):]
-	}
-	must.Zero(t, len(b), must.Sprint("a frame was cut short"))
+	pings, left := testutil.HTTP2Pings(l.buf)
+	must.Zero(t, left, must.Sprint("a frame was cut short"))
 	return pings
 }
 
