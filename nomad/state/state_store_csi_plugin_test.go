@@ -128,8 +128,9 @@ func TestCSIPlugins_Delete(t *testing.T) {
 // TestPluginProfile: PublishUnpublish and PublishReadOnly come from what
 // the controllers advertise, are false for a plugin that never had a
 // controller (node-only, or a monolith declared type = "node"), and keep
-// their value while the plugin's controllers are gone (a controller job
-// restarting must not turn claims that were controller-published into
+// their value while the plugin's controllers are gone or unhealthy (a
+// controller job restarting, or a controller that could not say what it
+// advertises, must not turn claims that were controller-published into
 // ones that are not).
 func TestPluginProfile(t *testing.T) {
 	s := testStore(t)
@@ -158,9 +159,21 @@ func TestPluginProfile(t *testing.T) {
 	must.True(t, plugin().PublishUnpublish, must.Sprint("upgraded: re-read"))
 	must.True(t, plugin().PublishReadOnly)
 
+	// Seed 6719: a controller whose ControllerGetCapabilities failed
+	// fingerprints unhealthy with every capability false; it must not
+	// turn the plugin into one that does not attach.
+	n2 = n2.Copy()
+	n2.CSIControllerPlugins["p"].Healthy = false
+	n2.CSIControllerPlugins["p"].HealthDescription = "ControllerGetCapabilities failed: DeadlineExceeded"
+	n2.CSIControllerPlugins["p"].ControllerInfo = &structs.CSIControllerInfo{}
+	must.NoError(t, s.UpsertNode(4, n2))
+	must.Eq(t, 0, plugin().ControllersHealthy)
+	must.True(t, plugin().PublishUnpublish, must.Sprint("kept while no controller is healthy"))
+	must.True(t, plugin().PublishReadOnly)
+
 	n2 = n2.Copy()
 	n2.CSIControllerPlugins = nil
-	must.NoError(t, s.UpsertNode(4, n2))
+	must.NoError(t, s.UpsertNode(5, n2))
 	must.Eq(t, 0, plugin().ControllersExpected)
 	must.True(t, plugin().PublishUnpublish, must.Sprint("kept while no controller instance is left"))
 }
@@ -383,7 +396,8 @@ func TestCSIPlugins_SummaryMatchesInstances(t *testing.T) {
 	}
 	// want computes the summary from the instance maps alone. A flag
 	// keeps its previous value where the plugin has no instance to say
-	// (ControllerRequired: none at all; the publish flags: no controller).
+	// (ControllerRequired: none at all; the publish flags: no healthy
+	// controller).
 	var prev *structs.CSIPlugin
 	want := func(full *structs.CSIPlugin) *structs.CSIPlugin {
 		w := &structs.CSIPlugin{Controllers: full.Controllers, Nodes: full.Nodes}
@@ -399,11 +413,11 @@ func TestCSIPlugins_SummaryMatchesInstances(t *testing.T) {
 				}
 			}
 		}
-		if len(full.Controllers) > 0 {
+		if w.ControllersHealthy > 0 {
 			w.PublishUnpublish, w.PublishReadOnly = false, false
 			for _, in := range full.Controllers {
-				w.PublishUnpublish = w.PublishUnpublish || in.ControllerInfo.SupportsAttachDetach
-				w.PublishReadOnly = w.PublishReadOnly || in.ControllerInfo.SupportsReadOnlyAttach
+				w.PublishUnpublish = w.PublishUnpublish || in.Healthy && in.ControllerInfo.SupportsAttachDetach
+				w.PublishReadOnly = w.PublishReadOnly || in.Healthy && in.ControllerInfo.SupportsReadOnlyAttach
 			}
 		}
 		w.Controllers, w.Nodes = nil, nil

@@ -471,3 +471,34 @@ func TestRegression_StopRefusedDuringAFailover(t *testing.T) {
 		t.Errorf("violations:\n%v", vs)
 	}
 }
+
+// TestRegression_ControllersThatCannotSayWhatTheyAdvertise is what seed
+// 6719 (checks 1 and 4, in a run whose process stalled 8.8 s) comes down
+// to: every controller instance's ControllerGetCapabilities fails (a hang
+// until the fingerprint's timeout here; a stall did it there), so each
+// fingerprints unhealthy with every capability false. The servers counted
+// those capabilities: the plugin no longer attached, as far as they knew,
+// so the stopped alloc's controller-published claim was freed without
+// ControllerUnpublish and the volume stayed attached to its node (check
+// 4; there the next claim then attached it to another, check 1). A claim
+// taken meanwhile skipped ControllerPublish too. The publish flags
+// now come from healthy controllers only and keep their value while none
+// is (structs.CSIPlugin.ReplaceInstances).
+func TestRegression_ControllersThatCannotSayWhatTheyAdvertise(t *testing.T) {
+	s := &Schedule{Seed: 0, Nodes: 2, Servers: 1,
+		Profile: Profile{Controller: true, PublishUnpublish: true},
+		Volumes: []Volume{{ID: "v0", Mode: structs.CSIVolumeAccessModeSingleNodeWriter}},
+		Ops: []Op{
+			{Kind: OpRunJob, Job: 0, Vol: 0},
+			{Kind: OpWait, Wait: 300 * time.Millisecond},
+			{Kind: FaultCtrl, Method: "ControllerGetCapabilities", Hang: true},
+			{Kind: OpWait, Wait: 6 * time.Second}, // a fingerprint pass times out on every node, and the servers hear of it
+			{Kind: OpStopJob, Job: 0},
+			{Kind: OpWait, Wait: time.Second},
+			{Kind: FaultHealCSI},
+			{Kind: OpWait, Wait: 2 * time.Second},
+		}}
+	if vs := Run(t, s); len(vs) > 0 {
+		t.Errorf("violations:\n%v", vs)
+	}
+}
