@@ -286,7 +286,43 @@ func Generate(seed uint64, cfg GenConfig) *Schedule {
 	if !cfg.NoFaults && !cfg.NoSlow {
 		addSlow(s, seed, cfg)
 	}
+	if !cfg.NoFaults {
+		addCapsFaults(s, seed, cfg)
+	}
 	return s
+}
+
+// capsMethods are the fingerprint's calls a plugin may fail to answer:
+// the servers then see an unhealthy instance whose capabilities are
+// unknown, not one that lost them (seed 6719).
+var capsMethods = []string{"ControllerGetCapabilities", "NodeGetCapabilities"}
+
+// addCapsFaults makes the plugins' capability calls fail in a quarter of
+// the schedules: once (Unavailable or DeadlineExceeded, one fingerprint
+// pass) or until healed (a hang, each pass timing out), on every
+// controller or on one node's plugin. It is drawn from a stream of its
+// own, after slow calls, so that the rest of a seed's schedule is what it
+// was before (seed 6719 found it only through an 8.8 s stall of the
+// process that timed out every fingerprint).
+func addCapsFaults(s *Schedule, seed uint64, cfg GenConfig) {
+	r := rand.New(rand.NewPCG(seed^0x3c6ef372fe94f82b, seed+0xa54ff53a5f1d36f1))
+	if r.IntN(4) > 0 {
+		return
+	}
+	m := capsMethods[r.IntN(len(capsMethods))]
+	if !s.Profile.Controller {
+		m = "NodeGetCapabilities"
+	}
+	o := Op{Kind: FaultCtrl, Method: m}
+	if m == "NodeGetCapabilities" {
+		o = Op{Kind: FaultNode, Node: r.IntN(cfg.Nodes), Method: m}
+	}
+	if r.IntN(3) == 0 {
+		o.Hang = true
+	} else {
+		o.Code = []codes.Code{codes.Unavailable, codes.DeadlineExceeded}[r.IntN(2)]
+	}
+	s.Ops = slices.Insert(s.Ops, r.IntN(len(s.Ops)+1), o)
 }
 
 // addSlow makes a node plugin's NodePublish or NodeStage slow in a third

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -231,6 +232,32 @@ func TestGenerate(t *testing.T) {
 	must.MapLen(t, 8, profiles, must.Sprintf("profiles drawn: %v", profiles))
 }
 
+func isCapsFault(o Op) bool { return slices.Contains(capsMethods, o.Method) }
+
+// TestGenerate_CapsFaults: the plugins' capability calls fail in some
+// schedules, on every controller or on one node, once or until healed;
+// never a controller fault where the plugin has no controller, and never
+// more than one per schedule.
+func TestGenerate_CapsFaults(t *testing.T) {
+	seen := map[string]bool{}
+	for seed := range uint64(400) {
+		s := Generate(seed, DefaultGen)
+		faults := slices.DeleteFunc(slices.Clone(s.Ops), func(o Op) bool { return !isCapsFault(o) })
+		must.SliceLen(t, min(len(faults), 1), faults, must.Sprintf("seed %d: %v", seed, faults))
+		for _, o := range faults {
+			must.True(t, o.Hang || o.Code == codes.Unavailable || o.Code == codes.DeadlineExceeded, must.Sprintf("seed %d: %s", seed, o))
+			if o.Method == "ControllerGetCapabilities" {
+				must.Eq(t, FaultCtrl, o.Kind)
+				must.True(t, s.Profile.Controller, must.Sprintf("seed %d: %s without a controller", seed, o))
+			} else {
+				must.Eq(t, FaultNode, o.Kind)
+			}
+			seen[fmt.Sprintf("%s hang=%v", o.Method, o.Hang)] = true
+		}
+	}
+	must.MapLen(t, 4, seen, must.Sprintf("drawn: %v", seen))
+}
+
 // TestGenerate_Partitions: partitions heal by themselves, server ones
 // only where there are servers to cut, slow calls end within the call
 // timeout, and a seed's other ops are what they were without partitions
@@ -240,8 +267,12 @@ func TestGenerate_Partitions(t *testing.T) {
 	for seed := range uint64(400) {
 		s := Generate(seed, DefaultGen)
 		base := Generate(seed, GenConfig{Ops: DefaultGen.Ops, Nodes: DefaultGen.Nodes, Servers: DefaultGen.Servers, NoPartitions: true, NoSlow: true})
+		base.Ops = slices.DeleteFunc(base.Ops, isCapsFault)
 		var rest []Op
 		for _, o := range s.Ops {
+			if isCapsFault(o) {
+				continue
+			}
 			switch o.Kind {
 			case FaultSlow:
 				must.Between(t, 300*time.Millisecond, o.Wait, 1500*time.Millisecond,
