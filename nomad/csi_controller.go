@@ -309,6 +309,37 @@ func (s *Server) controllerNodes(pluginID string) ([]string, error) {
 	return nodes, nil
 }
 
+// controllerAdvertises reports whether a healthy controller of plugin
+// (read with its controllers) advertises what has says. When none does and
+// some controller is not healthy, it returns the error of op on volID
+// instead: an unhealthy controller may have failed to say what it
+// advertises (its ControllerGetCapabilities failed, and it fingerprints
+// every capability false), so the answer is "retry once one is healthy",
+// not "the plugin cannot" (seed 6719). capability names the capability in
+// that error.
+func controllerAdvertises(plugin *structs.CSIPlugin, op, volID, capability string, has func(*structs.CSIControllerInfo) bool) (bool, error) {
+	if plugin == nil {
+		return false, nil
+	}
+	var unhealthy []string
+	for _, id := range slices.Sorted(maps.Keys(plugin.Controllers)) {
+		info := plugin.Controllers[id]
+		switch {
+		case info == nil:
+		case !info.Healthy:
+			unhealthy = append(unhealthy, fmt.Sprintf("node %s: %s", id, info.HealthDescription))
+		case info.ControllerInfo != nil && has(info.ControllerInfo):
+			return true, nil
+		}
+	}
+	if len(unhealthy) > 0 {
+		return false, structs.NewError(structs.CodeNotReady,
+			"%s volume %q: no healthy controller of plugin %q advertises %s, and %d cannot say (%s); retry once one is healthy ('berth plugin status %s')",
+			op, volID, plugin.ID, capability, len(unhealthy), strings.Join(unhealthy, "; "), plugin.ID)
+	}
+	return false, nil
+}
+
 // errNoController is the error of a volume operation that needs a
 // controller when the plugin has none.
 func errNoController(op, volID, pluginID string) error {

@@ -200,3 +200,35 @@ func TestCSIVolumeRegister_ExpandsALargerCapacity(t *testing.T) {
 	must.Eq(t, int64(2<<30), got.RequestedCapacityMin, must.Sprint("the failed expansion did not register the new spec"))
 	must.StrContains(t, got.Expansion.Error, "too big")
 }
+
+// A controller whose ControllerGetCapabilities failed fingerprints
+// unhealthy with every capability false. Seed 6719 showed the servers
+// taking that for "the plugin cannot"; create, expand and modify must
+// answer "retry once a controller is healthy", naming the controller and
+// why, not refuse for good.
+func TestCSIVolumeCreate_UnhealthyControllerCannotSay(t *testing.T) {
+	s := csiServer(t, nil, nil)
+	node := controllerNode(0)
+	ctrlInfo := node.CSIControllerPlugins[hostpath]
+	ctrlInfo.Healthy = false
+	ctrlInfo.HealthDescription = "ControllerGetCapabilities failed: DeadlineExceeded: context deadline exceeded"
+	ctrlInfo.ControllerInfo = &structs.CSIControllerInfo{}
+	joinNode(t, s, node)
+	openSession(t, s, node, node.SecretID, &fakeController{externalID: "pv-1"})
+	vol := testVolume("db", hostpath)
+	err := s.RPC("CSIVolume.Create", &structs.CSIVolumeCreateRequest{Volumes: []*structs.CSIVolume{vol}}, &structs.CSIVolumeCreateResponse{})
+	must.ErrorIs(t, err, structs.ErrNotReady)
+	for _, want := range []string{"CREATE_DELETE_VOLUME", "node " + node.ID, "ControllerGetCapabilities failed", "retry once one is healthy"} {
+		must.StrContains(t, err.Error(), want)
+	}
+
+	// Healthy again with its capabilities: the create goes through.
+	ctrlInfo.Healthy, ctrlInfo.HealthDescription = true, "healthy"
+	ctrlInfo.ControllerInfo = &structs.CSIControllerInfo{SupportsCreateDelete: true, SupportsAttachDetach: true}
+	joinNode(t, s, node)
+	testutil.WaitForResult(t, func() (bool, error) {
+		err := s.RPC("CSIVolume.Create", &structs.CSIVolumeCreateRequest{Volumes: []*structs.CSIVolume{testVolume("db", hostpath)}}, &structs.CSIVolumeCreateResponse{})
+		return err == nil, err
+	})
+	must.Eq(t, "pv-1", getVolume(t, s, "", "db").ExternalID)
+}

@@ -260,10 +260,8 @@ func (s *Server) canCreateDelete(vol *structs.CSIVolume, op string) error {
 	if len(plugin.Controllers) == 0 {
 		return errNoController(op, vol.ID, vol.PluginID)
 	}
-	for _, info := range plugin.Controllers {
-		if info != nil && info.ControllerInfo != nil && info.ControllerInfo.SupportsCreateDelete {
-			return nil
-		}
+	if ok, err := controllerAdvertises(plugin, op, vol.ID, "CREATE_DELETE_VOLUME", func(c *structs.CSIControllerInfo) bool { return c.SupportsCreateDelete }); ok || err != nil {
+		return err
 	}
 	return structs.NewError(structs.CodeInvalid,
 		"%s volume %q: the controller of plugin %q does not create or delete volumes (no CREATE_DELETE_VOLUME capability); register an existing volume instead",
@@ -386,12 +384,8 @@ func (s *Server) canModify(vol *structs.CSIVolume, changes map[string]string) er
 	if err != nil {
 		return err
 	}
-	if plugin != nil {
-		for _, info := range plugin.Controllers {
-			if info != nil && info.ControllerInfo != nil && info.ControllerInfo.SupportsModify {
-				return nil
-			}
-		}
+	if ok, err := controllerAdvertises(plugin, "modifying", vol.ID, "MODIFY_VOLUME", func(c *structs.CSIControllerInfo) bool { return c.SupportsModify }); ok || err != nil {
+		return err
 	}
 	return structs.NewError(structs.CodeInvalid,
 		"volume %q: mutable_parameters %s cannot be set: no controller of plugin %q can modify volumes (no MODIFY_VOLUME capability); "+
@@ -473,13 +467,9 @@ func (v *CSIVolumeEndpoint) expandLocked(ctx context.Context, existing *structs.
 	if err != nil {
 		return nil, 0, err
 	}
-	expands := false
-	if plugin != nil {
-		for _, info := range plugin.Controllers {
-			if info != nil && info.ControllerInfo != nil && info.ControllerInfo.SupportsExpand {
-				expands = true
-			}
-		}
+	expands, err := controllerAdvertises(plugin, "expanding", existing.ID, "EXPAND_VOLUME", func(c *structs.CSIControllerInfo) bool { return c.SupportsExpand })
+	if err != nil {
+		return nil, 0, err
 	}
 	if !expands {
 		return nil, 0, structs.NewError(structs.CodeInvalid,
