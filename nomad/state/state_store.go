@@ -7,6 +7,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-memdb"
+
+	"github.com/berth-io/berth/nomad/structs"
 )
 
 // StateStore is the servers' replicated state: go-memdb tables written
@@ -151,8 +153,10 @@ type writeTxn struct {
 	*memdb.Txn
 	index  uint64
 	tables map[string]struct{}
-	jobs   map[jobKey]struct{}
-	hook   *CommitHook
+	// jobs holds each touched job's live-alloc hint: the ID of an alloc
+	// of the job written not terminal in txn, or "" (see touchJobLive).
+	jobs map[jobKey]string
+	hook *CommitHook
 }
 
 type jobKey struct{ ns, id string }
@@ -162,7 +166,7 @@ func (s *StateStore) writeTxn(index uint64) *writeTxn {
 		Txn:    s.db.Txn(true),
 		index:  index,
 		tables: make(map[string]struct{}),
-		jobs:   make(map[jobKey]struct{}),
+		jobs:   make(map[jobKey]string),
 		hook:   s.onCommit.Load(),
 	}
 	if t.hook != nil {
@@ -186,9 +190,28 @@ func (t *writeTxn) Delete(table string, obj any) error {
 // touchJob marks a job whose allocs or evals changed: commit recomputes
 // its status.
 func (t *writeTxn) touchJob(ns, id string) {
-	if id != "" {
-		t.jobs[jobKey{ns, id}] = struct{}{}
+	if id == "" {
+		return
 	}
+	k := jobKey{ns, id}
+	if _, ok := t.jobs[k]; !ok {
+		t.jobs[k] = ""
+	}
+}
+
+// touchJobLive is touchJob for a write of alloc a that left it not
+// terminal: commit checks that alloc first, and a job with a live alloc
+// is running without reading its other allocs and evals (a placement
+// into a job of thousands of ended allocs costs what one alloc costs).
+func (t *writeTxn) touchJobLive(a *structs.Allocation) {
+	if a.JobID == "" {
+		return
+	}
+	if a.TerminalStatus() {
+		t.touchJob(a.Namespace, a.JobID)
+		return
+	}
+	t.jobs[jobKey{a.Namespace, a.JobID}] = a.ID
 }
 
 // commit recomputes touched job statuses, bumps the index of every table

@@ -83,7 +83,7 @@ func (s *StateStore) UpdateAllocsFromClient(index uint64, allocs []*structs.Allo
 		if err := txn.Insert(TableAllocs, a); err != nil {
 			return fmt.Errorf("updating alloc %q: %w", a.ID, err)
 		}
-		txn.touchJob(a.Namespace, a.JobID)
+		txn.touchJobLive(a)
 	}
 	if err := upsertEvalsTxn(txn, evals); err != nil {
 		return err

@@ -187,8 +187,12 @@ func jobSpecChanged(a, b *structs.Job) bool {
 //	else any eval pending or blocked          pending
 //	else stopped, or ever had allocs/evals    dead
 //	else                                      pending
+//
+// A job whose txn wrote a live alloc (touchJobLive) is running if that
+// alloc still is one of its allocs, not terminal: the first row of the
+// table above, decided by one lookup instead of reading the job's allocs.
 func updateJobStatusesTxn(txn *writeTxn) error {
-	for key := range txn.jobs {
+	for key, live := range txn.jobs {
 		job, err := jobTxn(txn, key.ns, key.id)
 		if err != nil {
 			return err
@@ -196,14 +200,17 @@ func updateJobStatusesTxn(txn *writeTxn) error {
 		if job == nil {
 			continue
 		}
-		status, err := jobStatusTxn(txn, job)
+		status, err := liveJobStatusTxn(txn, job, live)
 		if err != nil {
 			return err
 		}
 		if status == job.Status {
 			continue
 		}
-		j := job.Copy()
+		// Stored objects are never changed in place, so the new row
+		// shares everything but its own fields with the old one.
+		j := new(structs.Job)
+		*j = *job
 		j.Status = status
 		j.ModifyIndex = txn.index
 		if err := txn.Insert(TableJobs, j); err != nil {
@@ -215,6 +222,21 @@ func updateJobStatusesTxn(txn *writeTxn) error {
 		}
 	}
 	return nil
+}
+
+// liveJobStatusTxn is jobStatusTxn, answered by one lookup when the
+// alloc named by live (touchJobLive's hint) is the job's and not terminal.
+func liveJobStatusTxn(txn *writeTxn, job *structs.Job, live string) (string, error) {
+	if live != "" {
+		a, err := allocTxn(txn, live)
+		if err != nil {
+			return "", err
+		}
+		if a != nil && a.Namespace == job.Namespace && a.JobID == job.ID && !a.TerminalStatus() {
+			return structs.JobStatusRunning, nil
+		}
+	}
+	return jobStatusTxn(txn, job)
 }
 
 func jobStatusTxn(txn *writeTxn, job *structs.Job) (string, error) {

@@ -117,7 +117,17 @@ func upsertPlanAllocTxn(txn *writeTxn, alloc *structs.Allocation, ts int64, jobs
 	case jobs[alloc.Job] != nil:
 		a.Job = jobs[alloc.Job]
 	default:
-		a.Job = alloc.Job.Copy()
+		// The scheduler places from a snapshot, so the plan's job is
+		// usually the stored row itself: immutable, shared as it is.
+		stored, err := jobTxn(txn, a.Namespace, a.JobID)
+		if err != nil {
+			return err
+		}
+		if stored == alloc.Job {
+			a.Job = stored
+		} else {
+			a.Job = alloc.Job.Copy()
+		}
 		jobs[alloc.Job] = a.Job
 	}
 
@@ -157,6 +167,6 @@ func upsertPlanAllocTxn(txn *writeTxn, alloc *structs.Allocation, ts int64, jobs
 	if err := txn.Insert(TableAllocs, a); err != nil {
 		return fmt.Errorf("upserting alloc %q: %w", a.ID, err)
 	}
-	txn.touchJob(a.Namespace, a.JobID)
+	txn.touchJobLive(a)
 	return nil
 }
