@@ -24,6 +24,16 @@ func TestAllocDir_BuildAndDestroy(t *testing.T) {
 	st, err := os.Stat(d.TaskDir("web").SecretsDir)
 	must.NoError(t, err)
 	must.Eq(t, os.FileMode(0o700), st.Mode().Perm())
+	// Every mode as meant, whatever the umask cleared (it clears 0o022
+	// here: the shared and tmp dirs need their chmod).
+	for p, want := range map[string]os.FileMode{
+		"": 0o755, "alloc": 0o755, "alloc/logs": 0o755, "web": 0o700, "web/local": 0o755,
+		"alloc/data": 0o777 | os.ModeSticky, "alloc/tmp": 0o777 | os.ModeSticky, "side/tmp": 0o777 | os.ModeSticky,
+	} {
+		st, err := os.Stat(filepath.Join(root, "a1", p))
+		must.NoError(t, err)
+		must.Eq(t, want, st.Mode()&(os.ModePerm|os.ModeSticky), must.Sprintf("mode of %q", p))
+	}
 	must.Eq(t, filepath.Join(root, "a1", "alloc", "logs"), d.TaskDir("web").LogDir)
 
 	must.NoError(t, d.Destroy())
