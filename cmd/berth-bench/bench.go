@@ -105,11 +105,19 @@ func (b *bench) run(ctx context.Context) (*results, error) {
 	return res, nil
 }
 
-// floorRows measures the three floors and keeps what later rows need.
+// walIdlePause is how long the WAL sits idle before each append of the
+// idle floor: about a lone register's time outside its own append.
+const walIdlePause = 500 * time.Microsecond
+
+// floorRows measures the floors and keeps what later rows need.
 func (b *bench) floorRows(ctx context.Context) []row {
 	n := b.cfg.floorN
 	b.progress("floor: %d raft-wal appends...", n)
-	wal, walErr := floorWAL(ctx, filepath.Join(b.dir, "wal-floor"), n)
+	wal, walErr := floorWAL(ctx, filepath.Join(b.dir, "wal-floor"), n, 0)
+	b.progress("floor: %d raft-wal appends, each after %s idle...", n, walIdlePause)
+	walIdle, walIdleErr := floorWAL(ctx, filepath.Join(b.dir, "wal-floor-idle"), n, walIdlePause)
+	b.progress("floor: %d registers to a bare net/http server that appends to a raft-wal...", n)
+	reg, regErr := floorRegister(ctx, filepath.Join(b.dir, "register-floor"), n)
 	b.progress("floor: %d CSI Probe calls to the plugin's unix socket...", n)
 	rpc, rpcErr := floorGRPC(ctx, b.sock, n)
 	b.progress("floor: %d bind mount + umount pairs...", n)
@@ -122,6 +130,8 @@ func (b *bench) floorRows(ctx context.Context) []row {
 	}
 	return []row{
 		samplesRow(rowFloorWAL, "floor: raft-wal append (write+fsync)", kindFloor, 0, wal, 0, walErr),
+		samplesRow(rowFloorWALIdle, fmt.Sprintf("floor: raft-wal append after %s idle", walIdlePause), kindFloor, 0, walIdle, 0, walIdleErr),
+		samplesRow(rowFloorRegister, "floor: register to a bare HTTP server + raft-wal append", kindFloor, 0, reg, 0, regErr),
 		samplesRow(rowFloorGRPC, "floor: gRPC call on a unix socket (Probe)", kindFloor, 0, rpc, 0, rpcErr),
 		samplesRow(rowFloorMount, "floor: bind mount + umount pair", kindFloor, 0, mnt, 0, mntErr),
 	}

@@ -19,7 +19,11 @@ import (
 // floorWAL appends n entries, one at a time, to a raft-wal opened in dir
 // (the file system of the agent's data_dir), each the size of a volume
 // registration, and returns each StoreLog's latency: one write + fsync.
-func floorWAL(ctx context.Context, dir string, n int) ([]time.Duration, error) {
+// With a pause, the process sleeps that long before each append, as the
+// agent's log sits idle between one lone write and the next (a register
+// after the last one's answer): on a machine whose idle CPUs halt, that
+// append takes longer than one in a tight loop (bare.go).
+func floorWAL(ctx context.Context, dir string, n int, pause time.Duration) ([]time.Duration, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("raft-wal floor: %w", err)
 	}
@@ -38,6 +42,9 @@ func floorWAL(ctx context.Context, dir string, n int) ([]time.Duration, error) {
 			return nil, err
 		}
 		l := &raft.Log{Index: uint64(i + 1), Term: 1, Type: raft.LogCommand, Data: data}
+		if pause > 0 {
+			time.Sleep(pause)
+		}
 		start := time.Now()
 		if err := wal.StoreLog(l); err != nil {
 			return nil, fmt.Errorf("raft-wal floor: appending entry %d: %w", i+1, err)

@@ -94,6 +94,13 @@
 //     sequential StoreLog of entries the size of a volume registration (the
 //     volume's JSON), one write + fsync each, as nomad/bench_test.go's
 //     BenchmarkRawWALAppend.
+//   - raft-wal append after idle: the same, with the process asleep for
+//     0.5 ms before each append, as the agent's log is between lone
+//     registers. On a VM whose idle vCPUs halt it takes ~0.1 ms more.
+//   - register to a bare HTTP server: the api package's Register to this
+//     binary started again as a bare net/http server whose handler
+//     appends the body to a raft-wal (bare.go): one register with no
+//     Berth code, in the bench's and the agent's two-process layout.
 //   - unix-socket gRPC call: CSI Identity.Probe to the running hostpath
 //     plugin's socket (a separate process), on one connection.
 //   - bind mount pair: mount(2) MS_BIND of a temp dir and umount2(2) of it.
@@ -188,6 +195,9 @@ type config struct {
 }
 
 func main() {
+	if code, ok := bareMain(); ok {
+		os.Exit(code)
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

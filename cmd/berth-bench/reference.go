@@ -19,6 +19,8 @@ const (
 	rowFloorWAL      = "floor_raft_wal"
 	rowFloorGRPC     = "floor_grpc"
 	rowFloorMount    = "floor_bind_mount"
+	rowFloorWALIdle  = "floor_raft_wal_idle"
+	rowFloorRegister = "floor_register"
 	rowCPUAgent      = "cpu_claim_cycle_agent"
 	rowCPUPlugin     = "cpu_claim_cycle_plugin"
 )
@@ -26,7 +28,7 @@ const (
 var rowOrder = []string{
 	rowRegister, rowRegisterTotal, rowRegisterBatch, rowList, rowClaimOne, rowStopOne, rowExitFreedOne, rowCPUAgent, rowCPUPlugin, rowClaimMany, rowStopMany,
 	rowJobRunning, rowFailover, rowClientRestart,
-	rowFloorWAL, rowFloorGRPC, rowFloorMount,
+	rowFloorWAL, rowFloorWALIdle, rowFloorRegister, rowFloorGRPC, rowFloorMount,
 }
 
 // reference is what a row is compared with.
