@@ -151,8 +151,15 @@ func New(cfg *Config) (*Runner, error) {
 		if a.DesiredStatus != structs.AllocDesiredStatusRun {
 			r.restoreStop()
 		}
-	} else {
-		if err := cfg.DB.PutAllocLocal(a); err != nil {
+	}
+	var first map[string]*structs.TaskState
+	if !cfg.Restore {
+		// The tasks' first states ride the alloc's commit.
+		first = make(map[string]*structs.TaskState, len(tg.Tasks))
+		for _, t := range tg.Tasks {
+			first[t.Name] = taskrunner.FirstState()
+		}
+		if err := cfg.DB.PutAllocLocal(a, first); err != nil {
 			return nil, fmt.Errorf("persisting alloc %s: %w", a.ID, err)
 		}
 		steptrace.Mark(a.ID, steptrace.AllocPersisted)
@@ -165,7 +172,7 @@ func New(cfg *Config) (*Runner, error) {
 		tr, err := taskrunner.New(&taskrunner.Config{
 			Alloc: a, Task: t, Driver: cfg.Drivers[t.Driver], AllocDir: r.allocDir, DB: cfg.DB,
 			Logger: r.logger, Resources: res, StateUpdated: r.taskStateUpdated, Hooks: cfg.TaskHooks,
-			Logs: cfg.Logs, Restore: cfg.Restore, KillGrace: cfg.KillGrace, Node: cfg.Node,
+			Logs: cfg.Logs, Restore: cfg.Restore, State: first[t.Name], KillGrace: cfg.KillGrace, Node: cfg.Node,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("alloc %s: %w", a.ID, err)

@@ -717,3 +717,21 @@ func TestRunner_FailedDurableWriteFailsTheAlloc(t *testing.T) {
 		wait()
 	})
 }
+
+// TestRunner_NewAllocPersistsItsTasksReceived: New writes a new alloc and
+// each task's first state (pending, Received) together, before Run; a
+// client killed right after finds both.
+func TestRunner_NewAllocPersistsItsTasksReceived(t *testing.T) {
+	h := newHarness(t, structs.JobTypeBatch, nil,
+		&structs.Task{Name: "one", Config: map[string]any{"run_for": "1s"}},
+		&structs.Task{Name: "two", Config: map[string]any{"run_for": "1s"}})
+	h.runner(false)
+	for _, name := range []string{"one", "two"} {
+		st, err := h.db.GetTaskState(h.alloc.ID, name)
+		must.NoError(t, err)
+		must.NotNil(t, st, must.Sprintf("task %q", name))
+		must.Eq(t, structs.TaskStatePending, st.State)
+		must.SliceLen(t, 1, st.Events)
+		must.Eq(t, "Received", st.Events[0].Type)
+	}
+}

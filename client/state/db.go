@@ -23,7 +23,9 @@ type DB interface {
 	// PutAllocLocal writes a new alloc where a process crash (not a
 	// machine crash) keeps it, without an fsync; PutAlloc must follow. A
 	// client restarted before PutAlloc finished still has the alloc.
-	PutAllocLocal(alloc *structs.Allocation) error
+	// tasks are its tasks' first states (task name → state; nil: none),
+	// written in the same commit (as PutTaskState would after it).
+	PutAllocLocal(alloc *structs.Allocation, tasks map[string]*structs.TaskState) error
 	// DeleteAlloc removes an alloc with everything stored under it. It is
 	// idempotent.
 	DeleteAlloc(allocID string) error

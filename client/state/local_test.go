@@ -230,11 +230,11 @@ func TestBoltDB_AllocWrittenOnlyLocallyIsMadeDurableAtTheNextStart(t *testing.T)
 	db, err := NewBoltDB(path)
 	must.NoError(t, err)
 	a := testAlloc()
-	must.NoError(t, db.PutAllocLocal(a))
+	must.NoError(t, db.PutAllocLocal(a, nil))
 	must.NoError(t, db.PutHookData(a.ID, "csi", []byte("claiming")), must.Sprint("hook records need only the local write"))
 	gone := testAlloc()
 	gone.ID = "gone"
-	must.NoError(t, db.PutAllocLocal(gone))
+	must.NoError(t, db.PutAllocLocal(gone, nil))
 	must.NoError(t, db.DeleteAlloc(gone.ID))
 	allocs, err := db.GetAllocs()
 	must.NoError(t, err)
@@ -274,7 +274,7 @@ func TestBoltDB_ARebootForgetsAnAllocNeverMadeDurable(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
 	db, err := NewBoltDB(path)
 	must.NoError(t, err)
-	must.NoError(t, db.PutAllocLocal(testAlloc()))
+	must.NoError(t, db.PutAllocLocal(testAlloc(), nil))
 	must.NoError(t, db.Close())
 	withBootID(t, "boot-2")
 	db, err = NewBoltDB(path)
@@ -300,7 +300,7 @@ func TestBoltDB_DeletingAnAllocNeverMadeDurableDoesNotBringItBack(t *testing.T) 
 	path := filepath.Join(t.TempDir(), "state.db")
 	db, err := NewBoltDB(path)
 	must.NoError(t, err)
-	must.NoError(t, db.PutAllocLocal(testAlloc()))
+	must.NoError(t, db.PutAllocLocal(testAlloc(), nil))
 	s := db.(*store)
 	durable := s.durable
 	s.durable = failingUpdates{durable}
@@ -314,4 +314,31 @@ func TestBoltDB_DeletingAnAllocNeverMadeDurableDoesNotBringItBack(t *testing.T) 
 	allocs, err := db.GetAllocs()
 	must.NoError(t, err)
 	must.SliceEmpty(t, allocs)
+}
+
+// TestBoltDB_AllocLocalCarriesItsTasksFirstStates: PutAllocLocal writes
+// the tasks' first states in the alloc's own commit (the alloc runner no
+// longer makes one commit per task before its Claim RPC); a restarted
+// process reads them back as it would PutTaskState's.
+func TestBoltDB_AllocLocalCarriesItsTasksFirstStates(t *testing.T) {
+	withBootID(t, "boot-1")
+	path := filepath.Join(t.TempDir(), "state.db")
+	db, err := NewBoltDB(path)
+	must.NoError(t, err)
+	a := testAlloc()
+	first := map[string]*structs.TaskState{
+		"web":  {State: structs.TaskStatePending, Events: []*structs.TaskEvent{{Type: "Received", Time: 7}}},
+		"side": {State: structs.TaskStatePending},
+	}
+	must.NoError(t, db.PutAllocLocal(a, first))
+	must.NoError(t, db.Close())
+
+	db, err = NewBoltDB(path)
+	must.NoError(t, err)
+	defer db.Close()
+	for name, want := range first {
+		got, err := db.GetTaskState(a.ID, name)
+		must.NoError(t, err)
+		must.Eq(t, want, got, must.Sprintf("task %q", name))
+	}
 }

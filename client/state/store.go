@@ -438,17 +438,42 @@ func (s *store) PutAlloc(a *structs.Allocation) error {
 // fsync): a process crash keeps it, and the next start writes it to the
 // durable file if PutAlloc did not (reconcileLocal). The alloc runner
 // claims once this returned, while PutAlloc's fsync is in flight.
-func (s *store) PutAllocLocal(a *structs.Allocation) error {
+//
+// The tasks' first states ride the same commit: each is a commit of its
+// own otherwise (four page writes of the local file, on the path from a
+// new alloc to its Claim RPC).
+func (s *store) PutAllocLocal(a *structs.Allocation, tasks map[string]*structs.TaskState) error {
 	raw, err := encode(a)
 	if err != nil {
 		return err
+	}
+	states := make(map[string][]byte, len(tasks))
+	for name, ts := range tasks {
+		if states[name], err = encode(ts); err != nil {
+			return err
+		}
 	}
 	return s.local.update(func(tx txn) error {
 		b, err := tx.bucket(bucketAllocs).createBucket(a.ID)
 		if err != nil {
 			return err
 		}
-		return b.put(keyAlloc, raw)
+		if err := b.put(keyAlloc, raw); err != nil {
+			return err
+		}
+		for name, st := range states {
+			tb, err := b.createBucket(bucketTasks)
+			if err != nil {
+				return err
+			}
+			if tb, err = tb.createBucket(name); err != nil {
+				return err
+			}
+			if err := tb.put(keyState, st); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
 

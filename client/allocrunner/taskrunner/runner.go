@@ -39,6 +39,10 @@ type Config struct {
 	// Restore loads the task state and handle from DB instead of starting
 	// fresh.
 	Restore bool
+	// State, for a task not restored, is its first state (FirstState) as
+	// the caller persisted it with the alloc (state.DB.PutAllocLocal);
+	// nil: New makes and persists it.
+	State *structs.TaskState
 	// KillGrace is how long past the kill timeout the runner waits for a
 	// driver to report the task dead (default 5s).
 	KillGrace time.Duration
@@ -160,7 +164,11 @@ func New(cfg *Config) (*Runner, error) {
 		}
 		r.state, r.restoredHandle = ts, h
 	}
-	if r.state == nil {
+	switch {
+	case r.state != nil:
+	case cfg.State != nil && !cfg.Restore:
+		r.state = cfg.State.Copy()
+	default:
 		r.state = &structs.TaskState{State: structs.TaskStatePending}
 		r.updateState(NewEvent(EventReceived, "Task received by client"), nil)
 	}
@@ -249,6 +257,11 @@ func (r *Runner) updateState(ev *structs.TaskEvent, fn func(*structs.TaskState))
 		r.logger.Debug("task event", "type", ev.Type, "msg", ev.Message)
 	}
 	r.notify()
+}
+
+// FirstState is a new task's state: pending, with the Received event.
+func FirstState() *structs.TaskState {
+	return &structs.TaskState{State: structs.TaskStatePending, Events: []*structs.TaskEvent{NewEvent(EventReceived, "Task received by client")}}
 }
 
 func setRunning(ts *structs.TaskState) {
