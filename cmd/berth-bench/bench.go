@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,9 +37,9 @@ type bench struct {
 	sock  string // host path of the plugin's socket
 
 	// walP50 is the raft-wal floor's p50; fixed is the fixed cost of one
-	// claim step (WAL append + gRPC call + bind-mount pair). 0 when not
-	// measured.
-	walP50, fixed time.Duration
+	// claim step (WAL append + gRPC call + bind-mount pair); regFloorP50
+	// is the bare register's p50 (bare.go). 0 when not measured.
+	walP50, fixed, regFloorP50 time.Duration
 	// steps is the step breakdown the claim rows add to.
 	steps []stepRow
 }
@@ -125,6 +126,9 @@ func (b *bench) floorRows(ctx context.Context) []row {
 	if walErr == nil {
 		b.walP50 = summarize(wal).P50
 	}
+	if regErr == nil {
+		b.regFloorP50 = summarize(reg).P50
+	}
 	if walErr == nil && rpcErr == nil && mntErr == nil {
 		b.fixed = b.walP50 + summarize(rpc).P50 + summarize(mnt).P50
 	}
@@ -148,9 +152,9 @@ func (b *bench) registerRows(ctx context.Context) []row {
 		}
 	}
 	rows := []row{
-		samplesRow(rowRegister, "volume register (HTTP → Raft on disk)", kindLatency, n, regs, b.walP50, err),
+		samplesRow(rowRegister, "volume register (HTTP → Raft on disk)", kindLatency, n, regs, cmp.Or(b.regFloorP50, b.walP50), err),
 		{ID: rowRegisterTotal, Name: fmt.Sprintf("%d sequential registers", n), Kind: kindTotal,
-			Sum: summary{N: n}, Total: total, Floor: time.Duration(n) * b.walP50, Size: n, Err: err},
+			Sum: summary{N: n}, Total: total, Floor: time.Duration(n) * cmp.Or(b.regFloorP50, b.walP50), Size: n, Err: err},
 	}
 	listName := fmt.Sprintf("volume list (%d volumes)", n)
 	if err != nil {

@@ -29,7 +29,8 @@
 //
 //   - volume register: PUT /v1/volume/csi/:id through the api package, one
 //     new volume per request, N of them in a row; latency of each call.
-//     Each is one Raft entry: the floor is one raft-wal append.
+//     Each is one Raft entry: the floor is one register to a bare HTTP
+//     server that appends it to a raft-wal (the floors below).
 //   - sequential registers: the wall time of those N calls (N x the WAL
 //     append is its floor).
 //   - volume list: GET /v1/volumes?type=csi returning exactly those N

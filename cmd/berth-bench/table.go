@@ -217,7 +217,8 @@ func writeTable(w io.Writer, r *results) error {
 		return err
 	}
 	fmt.Fprintf(w, "\nP50/P99: nearest rank (P99 from 100 samples). Compared with Nomad: TOTAL where given, else P50.\n"+
-		"FLOOR: measured in this run; the 1-alloc rows: 1 raft-wal append + 1 gRPC call + 1 bind-mount pair.\n"+
+		"FLOOR: measured in this run; the register rows: a register to a bare HTTP server that appends to a\n"+
+		"raft-wal; the 1-alloc rows: 1 raft-wal append + 1 gRPC call + 1 bind-mount pair.\n"+
 		"TARGET: DESIGN.md §7, 3–5x better than Nomad; MET: at or under its 3x end. NOMAD: measured on a\n"+
 		"machine like this (perf-anchors.md); VS NOMAD: Nomad's number (the better end of a range) ÷ ours.\n"+
 		"GOAL: issue 20's bound on the figure it names; GOAL MET: whether this run meets it.\n"+
