@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	raftwal "github.com/hashicorp/raft-wal"
 
 	"github.com/berth-io/berth/api"
+	"github.com/berth-io/berth/helper/steptrace"
 )
 
 // The register's floor: one volume register with no Berth code in it.
@@ -76,8 +78,13 @@ func serveBareRegister(dir string, stdin io.Reader, stdout io.Writer) error {
 		index uint64
 	)
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The agent's step names, keyed as the agent keys them (the
+		// path's volume ID): the bench splits both the same way.
+		id := strings.TrimPrefix(r.URL.Path, "/v1/volume/csi/")
+		steptrace.Mark(id, steptrace.RegisterReceived)
 		body, err := io.ReadAll(r.Body)
 		if err == nil {
+			steptrace.Mark(id, steptrace.RegisterProposed)
 			mu.Lock()
 			index++
 			err = wal.StoreLog(&raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: body})
@@ -87,6 +94,7 @@ func serveBareRegister(dir string, stdin io.Reader, stdout io.Writer) error {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
+		steptrace.Mark(id, steptrace.RegisterCommitted)
 		// The request is {"Volumes": [...]}: the answer's shape.
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
@@ -103,29 +111,36 @@ func serveBareRegister(dir string, stdin io.Reader, stdout io.Writer) error {
 	return nil
 }
 
-// floorRegister starts the bare server with its raft-wal in dir and makes
-// n register calls to it, one at a time; it returns each call's latency.
-func floorRegister(ctx context.Context, dir string, n int) ([]time.Duration, error) {
+// bareRegisterPath is the bare server's steps: the HTTP request in, the
+// body read, the WAL append, the answer out (legs named as the agent's).
+var bareRegisterPath = []string{stepRegSent, steptrace.RegisterReceived, steptrace.RegisterProposed,
+	steptrace.RegisterCommitted, stepRegDone}
+
+// floorRegister starts the bare server with its raft-wal and its step
+// trace (bareTraceName) in dir and makes n register calls to it, one at a
+// time; it returns each call's latency and when it was sent and returned
+// (volume ID → sent, returned), as registerVolumes does.
+func floorRegister(ctx context.Context, dir string, n int) ([]time.Duration, map[string][2]time.Time, error) {
 	self, err := os.Executable()
 	if err != nil {
-		return nil, fmt.Errorf("register floor: finding this binary: %w", err)
+		return nil, nil, fmt.Errorf("register floor: finding this binary: %w", err)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("register floor: %w", err)
+		return nil, nil, fmt.Errorf("register floor: %w", err)
 	}
 	cmd := exec.CommandContext(ctx, self)
-	cmd.Env = append(os.Environ(), bareRegisterEnv+"="+dir)
+	cmd.Env = append(os.Environ(), bareRegisterEnv+"="+dir, steptrace.EnvFile+"="+filepath.Join(dir, bareTraceName))
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("register floor: starting the bare server: %w", err)
+		return nil, nil, fmt.Errorf("register floor: starting the bare server: %w", err)
 	}
 	defer func() {
 		stdin.Close()
@@ -133,22 +148,28 @@ func floorRegister(ctx context.Context, dir string, n int) ([]time.Duration, err
 	}()
 	addr, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil {
-		return nil, fmt.Errorf("register floor: reading the bare server's address: %w", err)
+		return nil, nil, fmt.Errorf("register floor: reading the bare server's address: %w", err)
 	}
 	c, err := api.NewClient(&api.Config{Address: "http://" + strings.TrimSpace(addr)})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	samples := make([]time.Duration, 0, n)
+	times := make(map[string][2]time.Time, n)
 	for i := range bareWarmup + n {
 		v := benchVolume(fmt.Sprintf("bench-floor-%04d", i))
 		start := time.Now()
 		if _, err := c.CSIVolumes().Register(v, writeOpts(ctx)); err != nil {
-			return nil, fmt.Errorf("register floor: call %d: %w", i+1, err)
+			return nil, nil, fmt.Errorf("register floor: call %d: %w", i+1, err)
 		}
 		if i >= bareWarmup {
-			samples = append(samples, time.Since(start))
+			done := time.Now()
+			samples = append(samples, done.Sub(start))
+			times[v.ID] = [2]time.Time{start, done}
 		}
 	}
-	return samples, nil
+	return samples, times, nil
 }
+
+// bareTraceName is the bare server's step trace file in its dir.
+const bareTraceName = "steps.trace"

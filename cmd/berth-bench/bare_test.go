@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -29,9 +30,21 @@ func TestFloorRegister_AppendsEachCallToTheWAL(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	samples, err := floorRegister(ctx, dir, 3)
+	samples, times, err := floorRegister(ctx, dir, 3)
 	must.NoError(t, err)
 	must.Len(t, 3, samples)
+	must.MapLen(t, 3, times)
+
+	// Each timed call's legs, as the agent's register is split.
+	tr, err := readTrace(filepath.Join(dir, bareTraceName))
+	must.NoError(t, err)
+	steps := breakdownOf("bare", bareRegisterPath, registerMarks(times, tr))
+	must.Len(t, len(bareRegisterPath)-1, steps)
+	for i, s := range steps {
+		must.Eq(t, bareRegisterPath[i], s.From)
+		must.Eq(t, 3, s.N)
+		must.Positive(t, s.P50)
+	}
 
 	// floorRegister returns once the server has exited: the WAL is free.
 	wal, err := raftwal.Open(dir)

@@ -118,7 +118,8 @@ func (b *bench) floorRows(ctx context.Context) []row {
 	b.progress("floor: %d raft-wal appends, each after %s idle...", n, walIdlePause)
 	walIdle, walIdleErr := floorWAL(ctx, filepath.Join(b.dir, "wal-floor-idle"), n, walIdlePause)
 	b.progress("floor: %d registers to a bare net/http server that appends to a raft-wal...", n)
-	reg, regErr := floorRegister(ctx, filepath.Join(b.dir, "register-floor"), n)
+	regDir := filepath.Join(b.dir, "register-floor")
+	reg, regTimes, regErr := floorRegister(ctx, regDir, n)
 	b.progress("floor: %d CSI Probe calls to the plugin's unix socket...", n)
 	rpc, rpcErr := floorGRPC(ctx, b.sock, n)
 	b.progress("floor: %d bind mount + umount pairs...", n)
@@ -128,6 +129,10 @@ func (b *bench) floorRows(ctx context.Context) []row {
 	}
 	if regErr == nil {
 		b.regFloorP50 = summarize(reg).P50
+		// Its legs beside the agent's register legs: which µs are Berth's.
+		if tr, err := readTrace(filepath.Join(regDir, bareTraceName)); err == nil {
+			b.steps = append(b.steps, breakdownOf("register to the bare server (floor)", bareRegisterPath, registerMarks(regTimes, tr))...)
+		}
 	}
 	if walErr == nil && rpcErr == nil && mntErr == nil {
 		b.fixed = b.walP50 + summarize(rpc).P50 + summarize(mnt).P50
