@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -128,10 +129,10 @@ func TestCSIPlugins_Delete(t *testing.T) {
 // TestPluginProfile: PublishUnpublish and PublishReadOnly come from what
 // the controllers advertise, are false for a plugin that never had a
 // controller (node-only, or a monolith declared type = "node"), and keep
-// their value while the plugin's controllers are gone or unhealthy (a
-// controller job restarting, or a controller that could not say what it
-// advertises, must not turn claims that were controller-published into
-// ones that are not).
+// their value while the plugin's controllers are gone or none could say
+// what it advertises (a controller job restarting, or a failed
+// ControllerGetCapabilities, must not turn claims that were
+// controller-published into ones that are not).
 func TestPluginProfile(t *testing.T) {
 	s := testStore(t)
 	plugin := func() *structs.CSIPlugin {
@@ -166,14 +167,28 @@ func TestPluginProfile(t *testing.T) {
 	n2.CSIControllerPlugins["p"].Healthy = false
 	n2.CSIControllerPlugins["p"].HealthDescription = "ControllerGetCapabilities failed: DeadlineExceeded"
 	n2.CSIControllerPlugins["p"].ControllerInfo = &structs.CSIControllerInfo{}
+	n2.CSIControllerPlugins["p"].ControllerCapsUnknown = true
 	must.NoError(t, s.UpsertNode(4, n2))
 	must.Eq(t, 0, plugin().ControllersHealthy)
-	must.True(t, plugin().PublishUnpublish, must.Sprint("kept while no controller is healthy"))
+	must.True(t, plugin().PublishUnpublish, must.Sprint("kept while no controller says"))
 	must.True(t, plugin().PublishReadOnly)
+
+	// An unhealthy controller that did say counts: the scheduler must know
+	// the plugin attaches, to wait for a healthy controller.
+	n2 = n2.Copy()
+	n2.CSIControllerPlugins["p"].ControllerCapsUnknown = false
+	must.NoError(t, s.UpsertNode(5, n2))
+	must.False(t, plugin().PublishUnpublish, must.Sprint("an unhealthy controller that says it does not attach"))
+
+	n2 = n2.Copy()
+	n2.CSIControllerPlugins["p"].Healthy = true
+	n2.CSIControllerPlugins["p"].ControllerInfo = &structs.CSIControllerInfo{SupportsAttachDetach: true}
+	must.NoError(t, s.UpsertNode(6, n2))
+	must.True(t, plugin().PublishUnpublish)
 
 	n2 = n2.Copy()
 	n2.CSIControllerPlugins = nil
-	must.NoError(t, s.UpsertNode(5, n2))
+	must.NoError(t, s.UpsertNode(7, n2))
 	must.Eq(t, 0, plugin().ControllersExpected)
 	must.True(t, plugin().PublishUnpublish, must.Sprint("kept while no controller instance is left"))
 }
@@ -391,13 +406,17 @@ func TestCSIPlugins_SummaryMatchesInstances(t *testing.T) {
 		c.RequiresControllerPlugin = rng.IntN(2) == 0
 		if controller {
 			c.ControllerInfo = &structs.CSIControllerInfo{SupportsAttachDetach: rng.IntN(2) == 0, SupportsReadOnlyAttach: rng.IntN(2) == 0}
+			if !c.Healthy && rng.IntN(2) == 0 {
+				// ControllerGetCapabilities failed: it says nothing.
+				c.ControllerInfo, c.ControllerCapsUnknown = &structs.CSIControllerInfo{}, true
+			}
 		}
 		return c
 	}
 	// want computes the summary from the instance maps alone. A flag
 	// keeps its previous value where the plugin has no instance to say
-	// (ControllerRequired: none at all; the publish flags: no healthy
-	// controller).
+	// (ControllerRequired: none at all; the publish flags: no controller
+	// that said what it advertises).
 	var prev *structs.CSIPlugin
 	want := func(full *structs.CSIPlugin) *structs.CSIPlugin {
 		w := &structs.CSIPlugin{Controllers: full.Controllers, Nodes: full.Nodes}
@@ -413,11 +432,12 @@ func TestCSIPlugins_SummaryMatchesInstances(t *testing.T) {
 				}
 			}
 		}
-		if w.ControllersHealthy > 0 {
+		said := func(in *structs.CSIInfo) bool { return !in.ControllerCapsUnknown }
+		if slices.ContainsFunc(slices.Collect(maps.Values(full.Controllers)), said) {
 			w.PublishUnpublish, w.PublishReadOnly = false, false
 			for _, in := range full.Controllers {
-				w.PublishUnpublish = w.PublishUnpublish || in.Healthy && in.ControllerInfo.SupportsAttachDetach
-				w.PublishReadOnly = w.PublishReadOnly || in.Healthy && in.ControllerInfo.SupportsReadOnlyAttach
+				w.PublishUnpublish = w.PublishUnpublish || said(in) && in.ControllerInfo.SupportsAttachDetach
+				w.PublishReadOnly = w.PublishReadOnly || said(in) && in.ControllerInfo.SupportsReadOnlyAttach
 			}
 		}
 		w.Controllers, w.Nodes = nil, nil

@@ -16,15 +16,16 @@ type CSIPlugin struct {
 	Version            string
 	ControllerRequired bool
 
-	// PublishUnpublish and PublishReadOnly are what the plugin's healthy
+	// PublishUnpublish and PublishReadOnly are what the plugin's
 	// controllers advertise (PUBLISH_UNPUBLISH_VOLUME, PUBLISH_READONLY).
 	// The claim protocol decides with them (nomad/claims), never with
 	// "the plugin has a controller". Recomputed whenever a controller
-	// instance fingerprints, they keep their last value while the plugin
-	// has no healthy controller instance (a controller job restarting, or
-	// controllers whose ControllerGetCapabilities failed, must not turn a
-	// plugin that attaches into one that does not); a plugin that never
-	// had a healthy controller instance (node-only) has both false.
+	// instance fingerprints, they keep their last value while no
+	// controller instance says what it advertises (none left: a controller
+	// job restarting; or each one's ControllerGetCapabilities failed,
+	// CSIInfo.ControllerCapsUnknown): that must not turn a plugin that
+	// attaches into one that does not. A plugin none of whose controllers
+	// ever said (node-only) has both false.
 	PublishUnpublish bool
 	PublishReadOnly  bool
 
@@ -53,8 +54,9 @@ type CSIPlugin struct {
 // without reading them all.
 type pluginTally struct {
 	requireController int // instances of either kind with RequiresControllerPlugin
-	attachDetach      int // healthy controllers with PUBLISH_UNPUBLISH_VOLUME
-	readOnlyAttach    int // healthy controllers with PUBLISH_READONLY
+	saidCaps          int // controllers that said what they advertise
+	attachDetach      int // of those, with PUBLISH_UNPUBLISH_VOLUME
+	readOnlyAttach    int // of those, with PUBLISH_READONLY
 }
 
 // CSIPluginInstance is one node's instances of one plugin: a row of the
@@ -78,25 +80,26 @@ type CSIPluginInstance struct {
 // number of nodes.
 //
 // ControllerRequired holds when any instance requires a controller, and
-// PublishUnpublish and PublishReadOnly when any healthy controller
-// advertises them; ControllerRequired keeps its value while the plugin has
-// no instance, and the publish flags theirs while it has no healthy
-// controller.
+// PublishUnpublish and PublishReadOnly when any controller that said what
+// it advertises advertises them; ControllerRequired keeps its value while
+// the plugin has no instance, and the publish flags theirs while no
+// controller says.
 //
-// Why healthy only (seed 6719): a controller whose
-// ControllerGetCapabilities failed (a timeout, a plugin restarting)
-// fingerprints as unhealthy with every capability false. Counted, it made
-// a plugin that attaches look like one that does not while it was the
-// only controller left, and the servers then freed controller-published
-// claims without ControllerUnpublish — the volume stayed attached to the
-// old node and the next claim attached it to a second one.
+// Why "said" (seed 6719): a controller whose ControllerGetCapabilities
+// failed (a timeout, a plugin restarting) fingerprints with every
+// capability false. Counted, it made a plugin that attaches look like one
+// that does not while it was the only controller left, and the servers
+// then freed controller-published claims without ControllerUnpublish — the
+// volume stayed attached to the old node and the next claim attached it to
+// a second one. An unhealthy controller that did answer still counts: the
+// scheduler must know the plugin attaches to wait for a healthy one.
 func (p *CSIPlugin) ReplaceInstances(oldController, oldNode, controller, node *CSIInfo) {
 	p.count(oldController, oldNode, -1)
 	p.count(controller, node, 1)
 	if p.ControllersExpected+p.NodesExpected > 0 {
 		p.ControllerRequired = p.tally.requireController > 0
 	}
-	if p.ControllersHealthy > 0 {
+	if p.tally.saidCaps > 0 {
 		p.PublishUnpublish = p.tally.attachDetach > 0
 		p.PublishReadOnly = p.tally.readOnlyAttach > 0
 	}
@@ -111,7 +114,8 @@ func (p *CSIPlugin) count(controller, node *CSIInfo, delta int) {
 		if c.RequiresControllerPlugin {
 			p.tally.requireController += delta
 		}
-		if ci := c.ControllerInfo; ci != nil && c.Healthy {
+		if ci := c.ControllerInfo; ci != nil && !c.ControllerCapsUnknown {
+			p.tally.saidCaps += delta
 			if ci.SupportsAttachDetach {
 				p.tally.attachDetach += delta
 			}
@@ -133,7 +137,7 @@ func (p *CSIPlugin) count(controller, node *CSIInfo, delta int) {
 
 // RecountFrom recomputes p's counts and flags from every instance of the
 // plugin (a restore's: the tally is not in snapshots). Flags keep their
-// values where ReplaceInstances would (no instance, no healthy controller).
+// values where ReplaceInstances would (no instance, no controller that said).
 func (p *CSIPlugin) RecountFrom(instances []*CSIPluginInstance) {
 	p.ControllersHealthy, p.ControllersExpected, p.NodesHealthy, p.NodesExpected = 0, 0, 0, 0
 	p.tally = pluginTally{}

@@ -246,7 +246,14 @@ type CSIInfo struct {
 	RequiresTopologies       bool
 
 	ControllerInfo *CSIControllerInfo
-	NodeInfo       *CSINodeInfo
+	// ControllerCapsUnknown: the controller did not say what it
+	// advertises (its ControllerGetCapabilities failed), so ControllerInfo
+	// is all false for want of an answer, not because the plugin lacks
+	// every capability. The servers keep the plugin's publish flags while
+	// no controller says (CSIPlugin.ReplaceInstances; seed 6719). Not in
+	// the HTTP API: the health description says why.
+	ControllerCapsUnknown bool `json:",omitempty"`
+	NodeInfo              *CSINodeInfo
 
 	// Capacity is what the controller's GetCapacity said at the last
 	// fingerprint, for controllers with GET_CAPACITY (nil otherwise).

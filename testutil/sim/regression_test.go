@@ -481,9 +481,10 @@ func TestRegression_StopRefusedDuringAFailover(t *testing.T) {
 // so the stopped alloc's controller-published claim was freed without
 // ControllerUnpublish and the volume stayed attached to its node (check
 // 4; there the next claim then attached it to another, check 1). A claim
-// taken meanwhile skipped ControllerPublish too. The publish flags
-// now come from healthy controllers only and keep their value while none
-// is (structs.CSIPlugin.ReplaceInstances).
+// taken meanwhile skipped ControllerPublish too. A controller whose
+// capabilities call failed now says so (CSIInfo.ControllerCapsUnknown),
+// and the publish flags keep their value while no controller says
+// (structs.CSIPlugin.ReplaceInstances).
 func TestRegression_ControllersThatCannotSayWhatTheyAdvertise(t *testing.T) {
 	s := &Schedule{Seed: 0, Nodes: 2, Servers: 1,
 		Profile: Profile{Controller: true, PublishUnpublish: true},

@@ -89,6 +89,7 @@ func buildInfo(typ string, p *dynamicplugins.PluginInfo, r *probeResult, now int
 			*ci = *r.ControllerCaps
 		} else {
 			problem = fmt.Errorf("ControllerGetCapabilities failed: %s", plainErr(orUnknown(r.ControllerCapsErr)))
+			info.ControllerCapsUnknown = true // not "supports nothing": the servers keep what they knew
 		}
 		info.ControllerInfo = ci
 		switch {

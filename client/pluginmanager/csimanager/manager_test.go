@@ -76,12 +76,15 @@ func TestBuildInfo(t *testing.T) {
 			},
 			check: func(t *testing.T, info *structs.CSIInfo) {
 				must.Eq(t, &structs.CSIControllerInfo{SupportsAttachDetach: true, SupportsCreateDelete: true}, info.ControllerInfo)
+				must.False(t, info.ControllerCapsUnknown)
 				must.Nil(t, info.NodeInfo)
 			}},
 		{name: "controller capabilities unknown", typ: dynamicplugins.PluginTypeCSIController, description: "ControllerGetCapabilities failed: nope",
 			result: func() *probeResult {
 				return &probeResult{Ready: true, PluginCaps: &csi.PluginCapabilitySet{}, ControllerCapsErr: errors.New("nope")}
-			}},
+			},
+			// Said as unknown, not as "supports nothing" (seed 6719).
+			check: func(t *testing.T, info *structs.CSIInfo) { must.True(t, info.ControllerCapsUnknown) }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
