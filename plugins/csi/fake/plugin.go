@@ -285,9 +285,10 @@ func (p *Plugin) observe(c Call) {
 }
 
 // begin records a call and applies the scripts for method: it returns the
-// error the call must fail with, or nil to answer normally. A hung call
-// leaves the NextErr queue alone.
-func (p *Plugin) begin(ctx context.Context, method string, req proto.Message) error {
+// error the call must fail with, or nil to answer normally, and whether
+// the call was slowed (SetSlow: it goes on past its caller's context). A
+// hung call leaves the NextErr queue alone.
+func (p *Plugin) begin(ctx context.Context, method string, req proto.Message) (outlives bool, err error) {
 	p.mu.Lock()
 	p.calls[method]++
 	p.last[method] = proto.Clone(req)
@@ -298,9 +299,9 @@ func (p *Plugin) begin(ctx context.Context, method string, req proto.Message) er
 		p.mu.Unlock()
 		select {
 		case <-ctx.Done():
-			return status.FromContextError(ctx.Err()).Err()
+			return false, status.FromContextError(ctx.Err()).Err()
 		case <-stopping:
-			return status.Error(codes.Unavailable, "fake csi plugin stopping")
+			return false, status.Error(codes.Unavailable, "fake csi plugin stopping")
 		}
 	}
 	if d := p.slow[method]; d > 0 {
@@ -312,9 +313,10 @@ func (p *Plugin) begin(ctx context.Context, method string, req proto.Message) er
 		case <-t.C:
 		case <-stopping:
 			t.Stop()
-			return status.Error(codes.Unavailable, "fake csi plugin stopping")
+			return false, status.Error(codes.Unavailable, "fake csi plugin stopping")
 		}
 		p.mu.Lock()
+		outlives = true
 	}
 	code := codes.OK
 	if q := p.nextErrs[method]; len(q) > 0 {
@@ -323,9 +325,9 @@ func (p *Plugin) begin(ctx context.Context, method string, req proto.Message) er
 	p.mu.Unlock()
 
 	if code != codes.OK {
-		return status.Errorf(code, "fake csi plugin: scripted %s for %s", code, method)
+		return outlives, status.Errorf(code, "fake csi plugin: scripted %s for %s", code, method)
 	}
-	return nil
+	return outlives, nil
 }
 
 // reply returns the response set with SetResponse for method, or def.

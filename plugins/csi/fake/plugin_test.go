@@ -189,3 +189,34 @@ func TestPlugin_WaitForCalls(t *testing.T) {
 	must.ErrorIs(t, p.WaitForCalls(ctx, "Probe", 1), context.Canceled)
 	must.NoError(t, p.WaitForCalls(t.Context(), "Probe", 0))
 }
+
+// TestPlugin_HonoursTheDeadlineWhereTheCallTakesEffect: a call whose
+// context ended before it takes effect fails with the context's code and
+// takes no effect (the observer sees it failed), as a plugin that honours
+// gRPC deadlines does; the servers' PublishUntil and UnpublishUntil rest
+// on it (seed 24875: a starved process applied a ControllerPublish long
+// after its deadline). A slowed call is the plugin that does not.
+func TestPlugin_HonoursTheDeadlineWhereTheCallTakesEffect(t *testing.T) {
+	p := Start(t, filepath.Join(t.TempDir(), "csi.sock"))
+	var done []Call
+	p.SetObserver(func(c Call) {
+		if c.Done {
+			done = append(done, c)
+		}
+	})
+	ctx, cancel := context.WithDeadline(t.Context(), time.Now().Add(-time.Millisecond))
+	defer cancel()
+	req := &csipb.ControllerPublishVolumeRequest{VolumeId: "v", NodeId: "n"}
+	_, err := p.ControllerPublishVolume(ctx, req)
+	must.EqOp(t, codes.DeadlineExceeded, status.Code(err))
+	must.SliceLen(t, 1, done)
+	must.EqOp(t, codes.DeadlineExceeded, status.Code(done[0].Err), must.Sprint("the observer must see it fail, not land"))
+
+	_, err = p.ControllerPublishVolume(t.Context(), req)
+	must.NoError(t, err)
+	must.NoError(t, done[1].Err)
+
+	p.SetSlow("ControllerPublishVolume", time.Millisecond)
+	_, err = p.ControllerPublishVolume(ctx, req)
+	must.NoError(t, err, must.Sprint("a slowed call goes on past its caller's deadline"))
+}
