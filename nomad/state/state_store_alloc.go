@@ -57,6 +57,15 @@ func (s *StateStore) AllocsByNode(ws memdb.WatchSet, nodeID string) ([]*structs.
 // Unknown alloc IDs are skipped without error (the alloc may have been
 // garbage collected while the update was in flight). An update with an
 // empty ClientStatus keeps the stored one.
+//
+// An update that an applied one overtook is dropped whole: its task
+// states end before the stored ones' (structs.LastClientTime). Seed
+// 29427: a client's update, sent while the cluster had no leader, waited
+// in a server's forward until a leader was elected; meanwhile the client
+// was killed and restarted, its new process reported the task started,
+// and the old report then landed on top of it — the servers saw the alloc
+// pending for good (the restarted client had nothing new to say). Reports
+// of one alloc come from one node, so its clock orders them.
 func (s *StateStore) UpdateAllocsFromClient(index uint64, allocs []*structs.Allocation, evals ...*structs.Evaluation) error {
 	txn := s.writeTxn(index)
 	defer txn.Abort()
@@ -70,6 +79,9 @@ func (s *StateStore) UpdateAllocsFromClient(index uint64, allocs []*structs.Allo
 		}
 		if existing == nil {
 			continue
+		}
+		if len(u.TaskStates) > 0 && structs.LastClientTime(u.TaskStates) < structs.LastClientTime(existing.TaskStates) {
+			continue // overtaken by a report already applied
 		}
 		a := existing.Copy()
 		if u.ClientStatus != "" {

@@ -97,6 +97,45 @@ func TestAllocs_UpdateFromClientMergesClientFields(t *testing.T) {
 	must.Eq(t, 42, a.TaskStates["web"].StartedAt)
 }
 
+// A client's report that an applied one overtook is dropped (seed 29427:
+// a killed client's last report, held by a server until a leader was
+// elected, landed after its restarted process reported the task started,
+// and the servers saw the alloc pending for good). Reports that add
+// nothing newer (a status or TasksExited without a new event) still
+// apply.
+func TestAllocs_ClientReportOvertakenIsDropped(t *testing.T) {
+	s := testStore(t)
+	job := mockJob("default", "web")
+	must.NoError(t, s.UpsertPlanResults(1, &structs.ApplyPlanResultsRequest{
+		AllocsUpdated: []*structs.Allocation{mockAlloc("a1", job, "n1")},
+	}))
+	report := func(status string, events ...int64) *structs.Allocation {
+		ts := &structs.TaskState{State: structs.TaskStatePending}
+		for _, at := range events {
+			ts.Events = append(ts.Events, &structs.TaskEvent{Type: "e", Time: at})
+		}
+		return &structs.Allocation{ID: "a1", ClientStatus: status, TaskStates: map[string]*structs.TaskState{"web": ts}}
+	}
+	received := report(structs.AllocClientStatusPending, 100)
+	started := report(structs.AllocClientStatusRunning, 100, 300)
+	started.TaskStates["web"].State, started.TaskStates["web"].StartedAt = structs.TaskStateRunning, 300
+	must.NoError(t, s.UpdateAllocsFromClient(2, []*structs.Allocation{started}))
+	must.NoError(t, s.UpdateAllocsFromClient(3, []*structs.Allocation{received}))
+	a, err := s.AllocByID(nil, "a1")
+	must.NoError(t, err)
+	must.Eq(t, structs.AllocClientStatusRunning, a.ClientStatus, must.Sprint("the overtaken report must not land"))
+	must.Eq(t, 2, a.ModifyIndex)
+	must.SliceLen(t, 2, a.TaskStates["web"].Events)
+
+	// Nothing newer, but not older: applies.
+	exited := report(structs.AllocClientStatusComplete, 100, 300)
+	exited.TasksExited = true
+	must.NoError(t, s.UpdateAllocsFromClient(4, []*structs.Allocation{exited}))
+	a, _ = s.AllocByID(nil, "a1")
+	must.Eq(t, structs.AllocClientStatusComplete, a.ClientStatus)
+	must.True(t, a.TasksExited)
+}
+
 func TestAllocs_PlanUpdateKeepsClientFieldsAndStops(t *testing.T) {
 	s := testStore(t)
 	job := mockJob("default", "web")

@@ -150,6 +150,27 @@ type TaskState struct {
 	Events      []*TaskEvent
 }
 
+// LastClientTime is the newest instant the client recorded in states
+// (an event's time, a start, a finish or a restart; 0 for none): how far a
+// client's report of an alloc goes. A client only adds to its task states,
+// so a report whose LastClientTime is older than the stored one's was
+// overtaken (state's UpdateAllocsFromClient).
+func LastClientTime(states map[string]*TaskState) int64 {
+	var last int64
+	for _, ts := range states {
+		if ts == nil {
+			continue
+		}
+		last = max(last, ts.StartedAt, ts.FinishedAt, ts.LastRestart)
+		for _, e := range ts.Events {
+			if e != nil {
+				last = max(last, e.Time)
+			}
+		}
+	}
+	return last
+}
+
 // Task states.
 const (
 	TaskStatePending = "pending"

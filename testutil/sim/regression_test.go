@@ -503,3 +503,42 @@ func TestRegression_ControllersThatCannotSayWhatTheyAdvertise(t *testing.T) {
 		t.Errorf("violations:\n%v", vs)
 	}
 }
+
+// TestRegression_KilledClientsLastReportLandsLate is seed 29427 (three
+// servers): the leader is cut off while a client's alloc is being set up;
+// the client's report fails with "leadership lost", its retry waits in a
+// server's forward for a new leader, and the client is killed meanwhile.
+// Its restarted process claims, mounts and starts the task and reports it
+// running; the dead process's report then lands on top of it, and the
+// servers saw the alloc pending for good (check 5; 2 of 70 replays).
+// state's UpdateAllocsFromClient now drops a report that an applied one
+// overtook; TestAllocs_ClientReportOvertakenIsDropped shows it every time.
+func TestRegression_KilledClientsLastReportLandsLate(t *testing.T) {
+	s := &Schedule{Seed: 29427, Nodes: 2, Servers: 3, DisconnectDeadline: 4 * time.Second,
+		Profile: Profile{Controller: true, PublishUnpublish: true, PublishReadOnly: true, StageUnstage: true},
+		Volumes: []Volume{
+			{ID: "v0", Mode: structs.CSIVolumeAccessModeMultiNodeSingleWriter},
+			{ID: "v1", Mode: structs.CSIVolumeAccessModeSingleNodeReader},
+			{ID: "v2", Mode: structs.CSIVolumeAccessModeMultiNodeReader},
+		},
+		Ops: []Op{
+			{Kind: OpRunJob, Job: 0, Vol: 0},
+			{Kind: OpDetach, Vol: 1, Node: 0},
+			{Kind: OpEligible, Node: 1},
+			{Kind: OpExitTasks},
+			{Kind: FaultCutServer, Node: -1, Wait: 1683 * time.Millisecond},
+			{Kind: OpExitTasks},
+			{Kind: OpDrain, Node: 0},
+			{Kind: OpWait, Wait: 609 * time.Millisecond},
+			{Kind: FaultCtrl, Method: "ControllerUnpublishVolume", Hang: true},
+			{Kind: OpRunJob, Job: 1, Vol: 1, ReadOnly: true},
+			{Kind: OpWait, Wait: 122 * time.Millisecond},
+			{Kind: FaultNode, Node: 1, Method: "NodeUnpublishVolume", Code: codes.Unimplemented},
+			{Kind: FaultKill, Node: 1},
+			{Kind: OpRunJob, Job: 2, Vol: 2, ReadOnly: true, Batch: true},
+			{Kind: OpIneligible, Node: 0},
+		}}
+	if vs := Run(t, s); len(vs) > 0 {
+		t.Errorf("violations:\n%v", vs)
+	}
+}
