@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"google.golang.org/grpc/status"
-
 	"google.golang.org/protobuf/proto"
 )
 
