@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -360,7 +361,7 @@ func readCapacity(store *state.StateStore, prev *capacityView) (*capacityView, u
 			if err != nil {
 				return nil, 0, err
 			}
-			if volumeGrew(old, v) {
+			if volumeGrew(old, v) || freedSince(v, prev.volumes) {
 				grewAt = v.ModifyIndex
 			}
 		}
@@ -378,6 +379,24 @@ func readCapacity(store *state.StateStore, prev *capacityView) (*capacityView, u
 		}
 	}
 	return cur, grewAt, nil
+}
+
+// freedSince reports whether a claim of v was freed after index. Comparing
+// the live claims of two versions misses a claim made and freed between
+// them: a reservation the plan committed and a release freed before this
+// watcher's next pass (TestScheduling_SingleWriterVolumeRace, about 1 in
+// 100 runs with debug logging: the losing job's eval, blocked on that
+// reservation, was never retried).
+func freedSince(v *structs.CSIVolume, index uint64) bool {
+	for _, c := range slices.Backward(v.PastClaims) { // newest last
+		if h := c.History; len(h) > 0 && h[len(h)-1].To == structs.CSIClaimFreed {
+			if h[len(h)-1].Index > index {
+				return true
+			}
+			return false
+		}
+	}
+	return false
 }
 
 // volumeGrew reports whether volume cur offers more than its previous

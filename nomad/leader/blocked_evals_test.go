@@ -173,6 +173,34 @@ func TestReadCapacity(t *testing.T) {
 	}
 }
 
+// A claim reserved and freed between two passes is growth, dated at the
+// free: the pass compares the volume with its version before the
+// reservation, where the live claims look the same, and a job blocked on
+// that reservation was never retried (TestScheduling_SingleWriterVolumeRace
+// failed about 1 in 100 runs with debug logging).
+func TestReadCapacity_ClaimMadeAndFreedBetweenPasses(t *testing.T) {
+	store, err := state.NewStateStore(nil)
+	must.NoError(t, err)
+	must.NoError(t, store.UpsertCSIVolumes(2, []*structs.CSIVolume{{ID: "v", Namespace: "default", PluginID: "p"}}))
+	view, _, err := readCapacity(store, nil)
+	must.NoError(t, err)
+
+	must.NoError(t, store.UpdateCSIVolumeClaims(3, []*structs.CSIVolumeClaimUpdate{{Namespace: "default", VolumeID: "v",
+		Claim: &structs.CSIVolumeClaim{AllocID: "a1", NodeID: "n1", Mode: structs.CSIVolumeClaimWrite, Step: structs.CSIClaimReserved}}}, 1))
+	must.NoError(t, store.UpdateCSIVolumeClaims(4, []*structs.CSIVolumeClaimUpdate{{Namespace: "default", VolumeID: "v",
+		Claim: &structs.CSIVolumeClaim{AllocID: "a1", Step: structs.CSIClaimFreed}}}, 1))
+	view, grewAt, err := readCapacity(store, view)
+	must.NoError(t, err)
+	must.Eq(t, 4, grewAt)
+
+	// A later write that frees nothing is not growth again.
+	must.NoError(t, store.UpdateCSIVolumeClaims(5, []*structs.CSIVolumeClaimUpdate{{Namespace: "default", VolumeID: "v",
+		Claim: &structs.CSIVolumeClaim{AllocID: "a2", NodeID: "n1", Mode: structs.CSIVolumeClaimWrite, Step: structs.CSIClaimReserved}}}, 1))
+	_, grewAt, err = readCapacity(store, view)
+	must.NoError(t, err)
+	must.Eq(t, 0, grewAt)
+}
+
 // A placement committed between the term's start and the capacity
 // watcher's first pass is not capacity: the watcher compares with the
 // state read at the start, so the blocked eval this term's scheduler wrote
