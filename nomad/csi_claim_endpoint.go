@@ -439,7 +439,9 @@ func (v *CSIVolumeEndpoint) controllerPublish(ctx context.Context, sc *schedulin
 	if !inFlight {
 		reserved.PublishUntil = prior
 	}
-	failed, code := claims.PublishFailed(reserved, earlier, fmt.Errorf("controller publish to node %s (external ID %q) through plugin %q failed: %w",
+	// A call that may still run may still attach, whatever the answer
+	// we hold says.
+	failed, code := claims.PublishFailed(reserved, earlier || inFlight, fmt.Errorf("controller publish to node %s (external ID %q) through plugin %q failed: %w",
 		claim.NodeID, claim.ExternalNodeID, vol.PluginID, err), sc.volumes.Now(), sc.volumes.Backoff())
 	if _, werr := v.srv.writeClaims(&structs.CSIVolumeClaimUpdate{Namespace: vol.Namespace, VolumeID: vol.ID, Claim: failed}); werr != nil {
 		v.srv.logger.Warn("recording a failed controller publish", "volume_id", vol.ID, "alloc_id", claim.AllocID, "error", werr)

@@ -696,6 +696,38 @@ func TestCSIClaim_APublishThatMayStillLandIsWaitedOut(t *testing.T) {
 	must.Eq(t, map[string]bool{"ext-1": true}, pub.attached)
 }
 
+// A final answer to a ControllerPublish that may still be running (the
+// server stopped waiting as it came; or, before the fix of seed 26854, the
+// answer of a second controller after the first one's session broke under
+// the call) fails the alloc, but cannot say the volume is not attached:
+// the reservation stays ControllerPublished with the call's deadline, and
+// its release controller-unpublishes once the deadline has passed.
+func TestCSIClaim_AFinalAnswerFromACallThatMayStillRunKeepsTheAttachment(t *testing.T) {
+	clock := &testClock{now: time.Now()}
+	pub := &fakePublisher{publishErrs: []error{fmt.Errorf("%w (%w)",
+		structs.NewError(structs.CodeInvalid, "ControllerPublish of volume db: InvalidArgument"), nomad.ErrMayStillRunForTest)}}
+	s := csiServer(t, pub, func(c *nomad.Config) { c.CSIClock = clock.Now })
+	joinNode(t, s, csiNode(0, true))
+	a := claimedAlloc(t, s, "a")
+	_, err := csiClaim(s, claimRequest("db", a))
+	must.Eq(t, structs.CodeInvalid, structs.CodeOf(err), must.Sprintf("a final answer fails the alloc: %v", err))
+	c := storedClaim(t, s, "db", a.ID)
+	must.True(t, c.ControllerPublished, must.Sprint("the call may still attach the volume"))
+	must.Greater(t, clock.Now().UnixNano(), c.PublishUntil, must.Sprint("the call's deadline is on the reservation"))
+
+	stopJob(t, s, "a", false)
+	waitStopped(t, s, a.ID)
+	mustStillHold(t, s, "db", a.ID, structs.CSIClaimReserved)
+	_, unpublishes := pub.calls()
+	must.Zero(t, unpublishes, must.Sprint("no unpublish the call could overtake"))
+
+	clock.Advance(time.Unix(0, c.PublishUntil).Sub(clock.Now()) + claims.ClockSkew + time.Second)
+	systemGC(t, s)
+	waitFreed(t, s, "db", a.ID)
+	_, unpublishes = pub.calls()
+	must.Eq(t, 1, unpublishes, must.Sprint("the release controller-unpublishes what the call may have attached"))
+}
+
 func TestCSIClaim_DownNodeKeepsItsClaimUntilTheDisconnectDeadline(t *testing.T) {
 	clock := &testClock{now: time.Now()}
 	s := csiServer(t, nil, func(c *nomad.Config) { c.CSIClock = clock.Now })

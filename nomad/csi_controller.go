@@ -224,10 +224,30 @@ func (c *csiControllers) call(ctx context.Context, pluginID, method string, args
 	if err != nil {
 		return err
 	}
+	return tryControllers(ctx, pluginID, method, nodes, func(nodeID string) error {
+		return c.s.nodeRPC(ctx, nodeID, method, args, reply)
+	})
+}
+
+// tryControllers runs call on each node in turn until one answers. It
+// moves on only from a client that did not take the call; one that may
+// have (its session broke under the call, or we stopped waiting) ends
+// the try with errMayStillRun in the chain, so the caller keeps the
+// call's deadline (PublishUntil, UnpublishUntil) and retries.
+//
+// Why (seed 26854, one server): a ControllerPublish through node B's
+// controller succeeded while B's session broke (B was partitioned), and
+// the try went on to node A's controller, which answered InvalidArgument.
+// That answer, unmarked, read as "the call is over and attached nothing":
+// the reservation lost ControllerPublished and PublishUntil, was freed
+// without ControllerUnpublish, and the volume stayed attached (check 4;
+// seed 25914 fits the same story with Unimplemented, the volume then
+// attached to a second node, check 1). One call at a time per (plugin, node) is also what CSI asks
+// of a CO: a second controller's call would race the first.
+func tryControllers(ctx context.Context, pluginID, method string, nodes []string, call func(nodeID string) error) error {
 	var errs []string
-	inFlight := false
 	for _, nodeID := range nodes {
-		err := c.s.nodeRPC(ctx, nodeID, method, args, reply)
+		err := call(nodeID)
 		if err == nil {
 			return nil
 		}
@@ -235,21 +255,19 @@ func (c *csiControllers) call(ctx context.Context, pluginID, method string, args
 			// We stopped waiting; the client may not have.
 			return mayStillRun{err}
 		}
-		inFlight = inFlight || errors.Is(err, errMayStillRun)
+		if errors.Is(err, errMayStillRun) {
+			return err
+		}
 		// Retryable here means "this client could not take the call"
-		// (no session, session broke, plugin not running there): the
-		// next controller may. Anything else is the plugin's answer.
+		// (no session, plugin not running there): the next controller
+		// may. Anything else is the plugin's answer.
 		if structs.CodeOf(err) != structs.CodeRetryable {
 			return err
 		}
 		errs = append(errs, err.Error())
 	}
-	err = structs.NewError(structs.CodeRetryable, "no controller of plugin %q could take %s: %s",
+	return structs.NewError(structs.CodeRetryable, "no controller of plugin %q could take %s: %s",
 		pluginID, strings.TrimPrefix(method, "CSIController."), strings.Join(errs, "; "))
-	if inFlight {
-		return mayStillRun{err}
-	}
-	return err
 }
 
 // errMayStillRun is claims.ErrMayStillRun: the volumewatcher reads it

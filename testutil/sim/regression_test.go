@@ -542,3 +542,47 @@ func TestRegression_KilledClientsLastReportLandsLate(t *testing.T) {
 		t.Errorf("violations:\n%v", vs)
 	}
 }
+
+// TestRegression_SecondControllerAnsweredForACallThatMayStillRun is seed
+// 26854 (one server; seed 25914 is consistent with the same, with
+// Unimplemented): a client is partitioned while the servers'
+// ControllerPublish runs through its controller; the call succeeds there
+// but its answer is lost with the session, and the servers tried the
+// next controller, whose scripted InvalidArgument they took for the end
+// of the call: the reservation lost ControllerPublished, was freed without
+// ControllerUnpublish, and the volume stayed attached (check 4; 3 of about
+// 100 replays under load). A call that may still run on one controller now
+// ends the try (nomad's tryControllers), and a final answer from a call
+// that may still run keeps the reservation attached;
+// TestTryControllers_StopsWhereTheCallMayStillRun and
+// TestCSIClaim_AFinalAnswerFromACallThatMayStillRunKeepsTheAttachment show
+// each every time.
+func TestRegression_SecondControllerAnsweredForACallThatMayStillRun(t *testing.T) {
+	s := &Schedule{Seed: 26854, Nodes: 2, Servers: 1, DisconnectDeadline: 4 * time.Second,
+		Profile: Profile{Controller: true, PublishUnpublish: true, StageUnstage: true},
+		Volumes: []Volume{
+			{ID: "v0", Mode: structs.CSIVolumeAccessModeMultiNodeReader},
+			{ID: "v1", Mode: structs.CSIVolumeAccessModeMultiNodeReader},
+		},
+		Ops: []Op{
+			{Kind: FaultSlow, Node: 1, Method: "NodeStageVolume", Wait: 1013 * time.Millisecond},
+			{Kind: OpRunJob, Job: 0, Vol: 1, ReadOnly: true, Batch: true},
+			{Kind: OpRunJob, Job: 1, Vol: 0, ReadOnly: true},
+			{Kind: FaultNode, Node: 0, Method: "NodeStageVolume", Code: codes.FailedPrecondition},
+			{Kind: FaultNode, Node: 1, Method: "NodeUnpublishVolume", Code: codes.DeadlineExceeded},
+			{Kind: FaultCtrl, Method: "ControllerPublishVolume", Code: codes.InvalidArgument},
+			{Kind: OpPurgeJob, Job: 1},
+			{Kind: OpStopJob, Job: 0},
+			{Kind: OpRunJob, Job: 2, Vol: 1, ReadOnly: true},
+			{Kind: FaultCutNode, Node: 1, Wait: 3955 * time.Millisecond},
+			{Kind: OpGC},
+			{Kind: OpWait, Wait: 690 * time.Millisecond},
+			{Kind: OpDetach, Vol: 0, Node: 1},
+			{Kind: OpWait, Wait: 601 * time.Millisecond},
+			{Kind: OpEligible, Node: 1},
+			{Kind: OpWait, Wait: 162 * time.Millisecond},
+		}}
+	if vs := Run(t, s); len(vs) > 0 {
+		t.Errorf("violations:\n%v", vs)
+	}
+}
