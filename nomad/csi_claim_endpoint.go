@@ -51,7 +51,9 @@ type ControllerPublisher interface {
 	// attached; a *structs.Error keeps its code, any other error reaches
 	// the client as retryable. An error returned after ctx ended, or with
 	// errMayStillRun in its chain, leaves the call possibly running until
-	// claim.PublishUntil; any other is the call's end.
+	// claim.PublishUntil; any other is the call's end. One with
+	// errTriedBefore in its chain followed an attempt that may have
+	// attached.
 	ControllerPublish(ctx context.Context, vol *structs.CSIVolume, claim *structs.CSIVolumeClaim) (map[string]string, error)
 	// ControllerUnpublish detaches vol from the node of claim. It must be
 	// idempotent: a volume not attached there is a success. An error
@@ -440,8 +442,10 @@ func (v *CSIVolumeEndpoint) controllerPublish(ctx context.Context, sc *schedulin
 		reserved.PublishUntil = prior
 	}
 	// A call that may still run may still attach, whatever the answer
-	// we hold says.
-	failed, code := claims.PublishFailed(reserved, earlier || inFlight, fmt.Errorf("controller publish to node %s (external ID %q) through plugin %q failed: %w",
+	// we hold says; so may one another controller answered retryably
+	// before this answer.
+	earlier = earlier || inFlight || errors.Is(err, errTriedBefore)
+	failed, code := claims.PublishFailed(reserved, earlier, fmt.Errorf("controller publish to node %s (external ID %q) through plugin %q failed: %w",
 		claim.NodeID, claim.ExternalNodeID, vol.PluginID, err), sc.volumes.Now(), sc.volumes.Backoff())
 	if _, werr := v.srv.writeClaims(&structs.CSIVolumeClaimUpdate{Namespace: vol.Namespace, VolumeID: vol.ID, Claim: failed}); werr != nil {
 		v.srv.logger.Warn("recording a failed controller publish", "volume_id", vol.ID, "alloc_id", claim.AllocID, "error", werr)

@@ -728,6 +728,30 @@ func TestCSIClaim_AFinalAnswerFromACallThatMayStillRunKeepsTheAttachment(t *test
 	must.Eq(t, 1, unpublishes, must.Sprint("the release controller-unpublishes what the call may have attached"))
 }
 
+// A final ControllerPublish answer that followed another controller's
+// retryable one (a plugin's DeadlineExceeded: the attach may still
+// complete in the storage system) counts that attempt, as an earlier
+// Claim's would: the alloc fails, the reservation stays ControllerPublished,
+// and its release controller-unpublishes. The call is over, so the release
+// does not wait for its deadline.
+func TestCSIClaim_AFinalAnswerAfterARetryableOneKeepsTheAttachment(t *testing.T) {
+	pub := &fakePublisher{publishErrs: []error{fmt.Errorf("%w (%w)",
+		structs.NewError(structs.CodeInvalid, "ControllerPublish of volume db: InvalidArgument"), nomad.ErrTriedBeforeForTest)}}
+	s := csiServer(t, pub, nil)
+	joinNode(t, s, csiNode(0, true))
+	a := claimedAlloc(t, s, "a")
+	_, err := csiClaim(s, claimRequest("db", a))
+	must.Eq(t, structs.CodeInvalid, structs.CodeOf(err), must.Sprintf("a final answer fails the alloc: %v", err))
+	c := storedClaim(t, s, "db", a.ID)
+	must.True(t, c.ControllerPublished, must.Sprint("the earlier controller may have attached the volume"))
+	must.Zero(t, c.PublishUntil, must.Sprint("the call is over"))
+
+	stopJob(t, s, "a", false)
+	waitFreed(t, s, "db", a.ID)
+	_, unpublishes := pub.calls()
+	must.Eq(t, 1, unpublishes, must.Sprint("the release controller-unpublishes what the earlier attempt may have attached"))
+}
+
 func TestCSIClaim_DownNodeKeepsItsClaimUntilTheDisconnectDeadline(t *testing.T) {
 	clock := &testClock{now: time.Now()}
 	s := csiServer(t, nil, func(c *nomad.Config) { c.CSIClock = clock.Now })

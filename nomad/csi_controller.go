@@ -244,8 +244,15 @@ func (c *csiControllers) call(ctx context.Context, pluginID, method string, args
 // seed 25914 fits the same story with Unimplemented, the volume then
 // attached to a second node, check 1). One call at a time per (plugin, node) is also what CSI asks
 // of a CO: a second controller's call would race the first.
+//
+// A final answer that follows a retryable one from a client that took the
+// call (a plugin's Unavailable or DeadlineExceeded: for ControllerPublish
+// a timed-out attach may still complete in the storage system) carries
+// errTriedBefore, so the claim counts that attempt as it counts an earlier
+// Claim's (claims.PublishFailed's earlier).
 func tryControllers(ctx context.Context, pluginID, method string, nodes []string, call func(nodeID string) error) error {
 	var errs []string
+	tried := false
 	for _, nodeID := range nodes {
 		err := call(nodeID)
 		if err == nil {
@@ -259,11 +266,16 @@ func tryControllers(ctx context.Context, pluginID, method string, nodes []string
 			return err
 		}
 		// Retryable here means "this client could not take the call"
-		// (no session, plugin not running there): the next controller
-		// may. Anything else is the plugin's answer.
+		// (no session, plugin not running there) or the plugin's
+		// retryable answer: the next controller may do better. Anything
+		// else is the plugin's final answer.
 		if structs.CodeOf(err) != structs.CodeRetryable {
+			if tried {
+				return triedBefore{err}
+			}
 			return err
 		}
+		tried = tried || !errors.Is(err, errNotTaken)
 		errs = append(errs, err.Error())
 	}
 	return structs.NewError(structs.CodeRetryable, "no controller of plugin %q could take %s: %s",
@@ -279,6 +291,27 @@ type mayStillRun struct{ err error }
 
 func (e mayStillRun) Error() string   { return e.err.Error() }
 func (e mayStillRun) Unwrap() []error { return []error{e.err, errMayStillRun} }
+
+// errNotTaken is in the chain of a call that never reached a client: its
+// node has no session with this server (nodeRPC). Any other failure may
+// have reached the plugin.
+var errNotTaken = errors.New("no client took the call")
+
+// notTaken marks err with errNotTaken, keeping its code.
+type notTaken struct{ err error }
+
+func (e notTaken) Error() string   { return e.err.Error() }
+func (e notTaken) Unwrap() []error { return []error{e.err, errNotTaken} }
+
+// errTriedBefore is in the chain of a controller's final answer that
+// followed another controller's retryable one (tryControllers).
+var errTriedBefore = errors.New("an earlier controller took the call and failed retryably")
+
+// triedBefore marks err with errTriedBefore, keeping its code.
+type triedBefore struct{ err error }
+
+func (e triedBefore) Error() string   { return e.err.Error() }
+func (e triedBefore) Unwrap() []error { return []error{e.err, errTriedBefore} }
 
 // controllerNodes lists the nodes with a healthy controller instance of
 // pluginID on a node that is not down, those with a node session first.

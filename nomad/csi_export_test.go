@@ -37,6 +37,11 @@ func (s *Server) WriteClaimsForTest(updates ...*structs.CSIVolumeClaimUpdate) (u
 // broke under it) while the client may still run it.
 var ErrMayStillRunForTest = errMayStillRun
 
+// ErrTriedBeforeForTest is errTriedBefore: a fake ControllerPublisher
+// wraps it to model a final answer that followed another controller's
+// retryable one.
+var ErrTriedBeforeForTest = errTriedBefore
+
 // HandOffPendingForTest is how many proposed messages the FSM's hand-off
 // still holds.
 func (s *Server) HandOffPendingForTest() int {

@@ -276,8 +276,8 @@ func (n *nodeSession) call(ctx context.Context, method string, args, reply any) 
 func (s *Server) nodeRPC(ctx context.Context, nodeID, method string, args, reply any) error {
 	sess := s.sessions.get(nodeID)
 	if sess == nil {
-		return structs.NewError(structs.CodeRetryable,
-			"node %s is not connected to the leader (no node session: its client is down, restarting or reconnecting); retry", nodeID)
+		return notTaken{structs.NewError(structs.CodeRetryable,
+			"node %s is not connected to the leader (no node session: its client is down, restarting or reconnecting); retry", nodeID)}
 	}
 	err := sess.call(ctx, method, args, reply)
 	if err == nil {
