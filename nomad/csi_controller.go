@@ -229,10 +229,11 @@ func (c *csiControllers) call(ctx context.Context, pluginID, method string, args
 	})
 }
 
-// tryControllers runs call on each node in turn until one answers. It
-// moves on only from a client that did not take the call; one that may
-// have (its session broke under the call, or we stopped waiting) ends
-// the try with errMayStillRun in the chain, so the caller keeps the
+// tryControllers runs call on each node in turn until one answers for
+// good. It moves on from a client that did not take the call or whose
+// plugin answered retryably (the call is over there). A client that may
+// still run the call (its session broke under it, or we stopped waiting)
+// ends the try with errMayStillRun in the chain, so the caller keeps the
 // call's deadline (PublishUntil, UnpublishUntil) and retries.
 //
 // Why (seed 26854, one server): a ControllerPublish through node B's
@@ -242,8 +243,9 @@ func (c *csiControllers) call(ctx context.Context, pluginID, method string, args
 // the reservation lost ControllerPublished and PublishUntil, was freed
 // without ControllerUnpublish, and the volume stayed attached (check 4;
 // seed 25914 fits the same story with Unimplemented, the volume then
-// attached to a second node, check 1). One call at a time per (plugin, node) is also what CSI asks
-// of a CO: a second controller's call would race the first.
+// attached to a second node, check 1). One call at a time per (plugin,
+// node) is also what CSI asks of a CO: a second controller's call would
+// race the first.
 //
 // A final answer that follows a retryable one from a client that took the
 // call (a plugin's Unavailable or DeadlineExceeded: for ControllerPublish
