@@ -704,15 +704,7 @@ func TestCSIClaim_APublishThatMayStillLandIsWaitedOut(t *testing.T) {
 // its release controller-unpublishes once the deadline has passed.
 func TestCSIClaim_AFinalAnswerFromACallThatMayStillRunKeepsTheAttachment(t *testing.T) {
 	clock := &testClock{now: time.Now()}
-	pub := &fakePublisher{publishErrs: []error{fmt.Errorf("%w (%w)",
-		structs.NewError(structs.CodeInvalid, "ControllerPublish of volume db: InvalidArgument"), nomad.ErrMayStillRunForTest)}}
-	s := csiServer(t, pub, func(c *nomad.Config) { c.CSIClock = clock.Now })
-	joinNode(t, s, csiNode(0, true))
-	a := claimedAlloc(t, s, "a")
-	_, err := csiClaim(s, claimRequest("db", a))
-	must.Eq(t, structs.CodeInvalid, structs.CodeOf(err), must.Sprintf("a final answer fails the alloc: %v", err))
-	c := storedClaim(t, s, "db", a.ID)
-	must.True(t, c.ControllerPublished, must.Sprint("the call may still attach the volume"))
+	s, pub, a, c := claimWithFinalPublishError(t, nomad.ErrMayStillRunForTest, clock)
 	must.Greater(t, clock.Now().UnixNano(), c.PublishUntil, must.Sprint("the call's deadline is on the reservation"))
 
 	stopJob(t, s, "a", false)
@@ -735,21 +727,31 @@ func TestCSIClaim_AFinalAnswerFromACallThatMayStillRunKeepsTheAttachment(t *test
 // and its release controller-unpublishes. The call is over, so the release
 // does not wait for its deadline.
 func TestCSIClaim_AFinalAnswerAfterARetryableOneKeepsTheAttachment(t *testing.T) {
-	pub := &fakePublisher{publishErrs: []error{fmt.Errorf("%w (%w)",
-		structs.NewError(structs.CodeInvalid, "ControllerPublish of volume db: InvalidArgument"), nomad.ErrTriedBeforeForTest)}}
-	s := csiServer(t, pub, nil)
-	joinNode(t, s, csiNode(0, true))
-	a := claimedAlloc(t, s, "a")
-	_, err := csiClaim(s, claimRequest("db", a))
-	must.Eq(t, structs.CodeInvalid, structs.CodeOf(err), must.Sprintf("a final answer fails the alloc: %v", err))
-	c := storedClaim(t, s, "db", a.ID)
-	must.True(t, c.ControllerPublished, must.Sprint("the earlier controller may have attached the volume"))
+	s, pub, a, c := claimWithFinalPublishError(t, nomad.ErrTriedBeforeForTest, &testClock{now: time.Now()})
 	must.Zero(t, c.PublishUntil, must.Sprint("the call is over"))
 
 	stopJob(t, s, "a", false)
 	waitFreed(t, s, "db", a.ID)
 	_, unpublishes := pub.calls()
 	must.Eq(t, 1, unpublishes, must.Sprint("the release controller-unpublishes what the earlier attempt may have attached"))
+}
+
+// claimWithFinalPublishError claims volume "db" for a new alloc through a
+// controller whose ControllerPublish answers InvalidArgument with mark in
+// its chain; it checks that the answer fails the alloc and that the
+// reservation stays ControllerPublished, and returns the reservation.
+func claimWithFinalPublishError(t *testing.T, mark error, clock *testClock) (*cluster.Server, *fakePublisher, *structs.Allocation, *structs.CSIVolumeClaim) {
+	t.Helper()
+	pub := &fakePublisher{publishErrs: []error{fmt.Errorf("%w (%w)",
+		structs.NewError(structs.CodeInvalid, "ControllerPublish of volume db: InvalidArgument"), mark)}}
+	s := csiServer(t, pub, func(c *nomad.Config) { c.CSIClock = clock.Now })
+	joinNode(t, s, csiNode(0, true))
+	a := claimedAlloc(t, s, "a")
+	_, err := csiClaim(s, claimRequest("db", a))
+	must.Eq(t, structs.CodeInvalid, structs.CodeOf(err), must.Sprintf("a final answer fails the alloc: %v", err))
+	c := storedClaim(t, s, "db", a.ID)
+	must.True(t, c.ControllerPublished, must.Sprint("the call, or an earlier one, may have attached the volume"))
+	return s, pub, a, c
 }
 
 func TestCSIClaim_DownNodeKeepsItsClaimUntilTheDisconnectDeadline(t *testing.T) {
